@@ -1,0 +1,262 @@
+package org.attn4j.layers;
+
+import static org.attn4j.layers.FlashAttentionParamInitializer.BK;
+import static org.attn4j.layers.FlashAttentionParamInitializer.BO;
+import static org.attn4j.layers.FlashAttentionParamInitializer.BQ;
+import static org.attn4j.layers.FlashAttentionParamInitializer.BV;
+import static org.attn4j.layers.FlashAttentionParamInitializer.WK;
+import static org.attn4j.layers.FlashAttentionParamInitializer.WO;
+import static org.attn4j.layers.FlashAttentionParamInitializer.WQ;
+import static org.attn4j.layers.FlashAttentionParamInitializer.WV;
+
+import java.util.Arrays;
+
+import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.FlashAttention;
+import org.deeplearning4j.exception.DL4JInvalidInputException;
+import org.deeplearning4j.nn.api.MaskState;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.gradient.DefaultGradient;
+import org.deeplearning4j.nn.gradient.Gradient;
+import org.deeplearning4j.nn.layers.BaseLayer;
+import org.deeplearning4j.nn.workspace.ArrayType;
+import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
+import org.nd4j.common.primitives.Pair;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.memory.MemoryWorkspace;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * Implementation of {@link FlashAttentionLayer}: hand-written forward and backward around
+ * {@link FlashAttention} (not a SameDiffLayer, whose gradients are doubled in DL4J 1.0.0-M2.1).
+ *
+ * <p>Inside, activations are handled as rows {@code [B*N, features]} (row {@code b*N + t}) and heads as
+ * {@code [B, H, N, hs]}, C order. A training forward keeps q, k, v, o, lse and the projections'
+ * inputs outside any workspace, so that {@link #backpropGradient} need not recompute attention.
+ */
+public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
+
+    private final FlashAttention attention = FlashAttention.defaults();
+    private transient Saved saved;
+
+    /** What backprop needs from the training forward; all arrays detached from workspaces. */
+    private record Saved(INDArray inputRef, INDArray maskRef, AttentionMask mask, INDArray rowMask, INDArray x,
+                         INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse, INDArray merged,
+                         INDArray z) {
+    }
+
+    /**
+     * Creates the layer for a configuration whose layer is a {@link FlashAttentionLayer}.
+     *
+     * @param conf     network configuration of this layer
+     * @param dataType the network's data type
+     */
+    public FlashAttentionLayerImpl(NeuralNetConfiguration conf, DataType dataType) {
+        super(conf, dataType);
+    }
+
+    /**
+     * Forward pass: input {@code [B, nIn, N]} (NCW) or {@code [B, N, nIn]} (NWC) to output {@code [B, nOut, N]}
+     * or {@code [B, N, nOut]}, in the ACTIVATIONS workspace; zero at steps the mask marks as padding.
+     *
+     * @throws DL4JInvalidInputException if the input or mask shape does not fit the layer
+     */
+    @Override
+    public INDArray activate(boolean training, LayerWorkspaceMgr workspaceMgr) {
+        assertInputSet(false);
+        applyDropOutIfNecessary(training, workspaceMgr);
+        Saved f;
+        if (training) {
+            try (MemoryWorkspace ignored = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+                f = forward(true, workspaceMgr);
+            }
+            saved = f;
+        } else {
+            saved = null;
+            f = forward(false, workspaceMgr);
+        }
+        INDArray y = layerConf().getActivationFn().getActivation(f.z().dup(), training);
+        if (f.rowMask() != null) {
+            y.muliColumnVector(f.rowMask());
+        }
+        INDArray out = workspaceMgr.createUninitialized(ArrayType.ACTIVATIONS, dataType, input.shape(0),
+                layerConf().getNOut(), timeSteps());
+        return fromRows(y, out);
+    }
+
+    /**
+     * Backward pass for the last training forward: fills this layer's gradient view and returns
+     * dL/dInput in the input's layout, in the ACTIVATION_GRAD workspace.
+     *
+     * @param epsilon dL/dOutput in the output's layout
+     */
+    @Override
+    public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
+        assertInputSet(true);
+        Saved f = saved;
+        if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
+            try (MemoryWorkspace ignored = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+                f = forward(true, workspaceMgr);
+            }
+        }
+        saved = null;
+        FlashAttentionLayer c = layerConf();
+        long b = input.size(0);
+        long n = timeSteps();
+
+        INDArray eps = toRows(epsilon, c.getNOut());
+        if (f.rowMask() != null) {
+            eps.muliColumnVector(f.rowMask());
+        }
+        INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
+
+        INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
+        INDArray dO = toHeads(dMerged, b, n, c.getNHeads());
+        AttentionGradients g = attention.backward(f.q(), f.k(), f.v(), f.o(), f.lse(), dO, f.mask(),
+                c.effectiveScale());
+
+        INDArray dx = backpropProjection(f.x(), fromHeads(g.dq()), WQ, BQ, workspaceMgr);
+        dx.addi(backpropProjection(f.x(), fromHeads(g.dk()), WK, BK, workspaceMgr));
+        dx.addi(backpropProjection(f.x(), fromHeads(g.dv()), WV, BV, workspaceMgr));
+
+        Gradient gradient = new DefaultGradient(gradientsFlattened);
+        for (String key : c.initializer().paramKeys(c)) {
+            gradient.gradientForVariable().put(key, gradientViews.get(key));
+        }
+        weightNoiseParams.clear();
+
+        INDArray epsOut = workspaceMgr.createUninitialized(ArrayType.ACTIVATION_GRAD, dataType, input.shape(0),
+                c.getNIn(), n);
+        epsOut = fromRows(dx, epsOut);
+        epsOut = backpropDropOutIfPresent(epsOut);
+        return new Pair<>(gradient, epsOut);
+    }
+
+    /**
+     * For {@code out = in W + b}: writes dL/dW and dL/db into the gradient views, returns dL/din.
+     */
+    private INDArray backpropProjection(INDArray in, INDArray dOut, String wKey, String bKey,
+                                        LayerWorkspaceMgr workspaceMgr) {
+        Nd4j.gemm(in, dOut, gradientViews.get(wKey), true, false, 1.0, 0.0);
+        gradientViews.get(bKey).assign(dOut.sum(true, 0));
+        INDArray w = getParamWithNoise(wKey, true, workspaceMgr);
+        return dOut.mmul(w.transpose());
+    }
+
+    /** Projections, attention and output projection (before the activation), as rows. */
+    private Saved forward(boolean training, LayerWorkspaceMgr workspaceMgr) {
+        FlashAttentionLayer c = layerConf();
+        checkInput(c);
+        long b = input.size(0);
+        long n = timeSteps();
+        INDArray maskCopy = maskArray == null ? null : maskArray.castTo(dataType).dup('c');
+        AttentionMask mask = attentionMask(c, maskCopy);
+
+        INDArray x = toRows(input, c.getNIn());
+        INDArray q = toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
+        INDArray k = toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
+        INDArray v = toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
+        AttentionOutput a = attention.forward(q, k, v, mask, c.effectiveScale());
+        INDArray merged = fromHeads(a.output());
+        INDArray z = project(merged, WO, BO, training, workspaceMgr);
+        INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
+        return new Saved(input, maskArray, mask, rowMask, x, q, k, v, a.output(), a.lse(), merged, z);
+    }
+
+    private static AttentionMask attentionMask(FlashAttentionLayer c, INDArray keyPadding) {
+        if (!c.isCausal() && c.getSlidingWindow() == 0 && keyPadding == null) {
+            return AttentionMask.none();
+        }
+        return AttentionMask.builder().causal(c.isCausal()).window(c.getSlidingWindow()).keyPadding(keyPadding)
+                .build();
+    }
+
+    private INDArray project(INDArray in, String wKey, String bKey, boolean training, LayerWorkspaceMgr mgr) {
+        INDArray w = getParamWithNoise(wKey, training, mgr);
+        INDArray bias = getParamWithNoise(bKey, training, mgr);
+        return in.mmul(w).addiRowVector(bias);
+    }
+
+    private void checkInput(FlashAttentionLayer c) {
+        long features = input.rank() == 3 ? input.size(c.getRnnDataFormat() == RNNFormat.NCW ? 1 : 2) : -1;
+        if (features != c.getNIn()) {
+            String expected = c.getRnnDataFormat() == RNNFormat.NCW ? "[B, nIn, N]" : "[B, N, nIn]";
+            throw new DL4JInvalidInputException("FlashAttentionLayer: input must have shape " + expected
+                    + " with nIn = " + c.getNIn() + " (" + c.getRnnDataFormat() + "), got "
+                    + Arrays.toString(input.shape()) + " " + layerId());
+        }
+        if (maskArray != null && (maskArray.rank() != 2 || maskArray.size(0) != input.size(0)
+                || maskArray.size(1) != timeSteps())) {
+            throw new DL4JInvalidInputException("FlashAttentionLayer: mask must have shape [B, N] = ["
+                    + input.size(0) + ", " + timeSteps() + "], got " + Arrays.toString(maskArray.shape())
+                    + " " + layerId());
+        }
+    }
+
+    private long timeSteps() {
+        return input.size(layerConf().getRnnDataFormat() == RNNFormat.NCW ? 2 : 1);
+    }
+
+    /** {@code [B, F, N]} (NCW) or {@code [B, N, F]} (NWC) to a fresh C-order {@code [B*N, F]}. */
+    private INDArray toRows(INDArray a, long features) {
+        INDArray bnf = layerConf().getRnnDataFormat() == RNNFormat.NCW ? a.permute(0, 2, 1) : a;
+        return bnf.dup('c').reshape('c', a.size(0) * bnf.size(1), features);
+    }
+
+    /** Rows {@code [B*N, F]} into {@code target} shaped {@code [B, F, N]}; NWC reinterprets it as {@code [B, N, F]}. */
+    private INDArray fromRows(INDArray rows, INDArray target) {
+        long b = target.size(0);
+        long f = target.size(1);
+        long n = target.size(2);
+        if (layerConf().getRnnDataFormat() == RNNFormat.NCW) {
+            target.assign(rows.reshape('c', b, n, f).permute(0, 2, 1));
+            return target;
+        }
+        INDArray nwc = target.reshape('c', b, n, f);
+        nwc.assign(rows.reshape('c', b, n, f));
+        return nwc;
+    }
+
+    /** Rows {@code [B*N, h*hs]} to C-order heads {@code [B, h, N, hs]}. */
+    private static INDArray toHeads(INDArray rows, long b, long n, int h) {
+        long hs = rows.size(1) / h;
+        return rows.reshape('c', b, n, h, hs).permute(0, 2, 1, 3).dup('c');
+    }
+
+    /** Heads {@code [B, h, N, hs]} to C-order rows {@code [B*N, h*hs]}. */
+    private static INDArray fromHeads(INDArray heads) {
+        long b = heads.size(0);
+        long h = heads.size(1);
+        long n = heads.size(2);
+        long hs = heads.size(3);
+        return heads.permute(0, 2, 1, 3).dup('c').reshape('c', b * n, h * hs);
+    }
+
+    /**
+     * Keeps the per-step mask: output step {@code t} is padding exactly when input step {@code t} is.
+     */
+    @Override
+    public Pair<INDArray, MaskState> feedForwardMaskArray(INDArray maskArray, MaskState currentMaskState,
+                                                          int minibatchSize) {
+        setMaskArray(maskArray);
+        this.maskState = currentMaskState;
+        return new Pair<>(maskArray, currentMaskState);
+    }
+
+    /** Not a pretrainable layer. */
+    @Override
+    public boolean isPretrainLayer() {
+        return false;
+    }
+
+    /** Also drops the arrays kept for backprop. */
+    @Override
+    public void clear() {
+        super.clear();
+        saved = null;
+    }
+}

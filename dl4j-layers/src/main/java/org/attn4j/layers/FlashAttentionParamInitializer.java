@@ -1,0 +1,175 @@
+package org.attn4j.layers;
+
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.deeplearning4j.nn.api.ParamInitializer;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.layers.Layer;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+
+/**
+ * Parameters of a {@link FlashAttentionLayer}, laid out in one flat vector in this order:
+ * <pre>
+ *   Wq [nIn, H*hs] | bq [1, H*hs] | Wk [nIn, Hkv*hs] | bk [1, Hkv*hs] | Wv [nIn, Hkv*hs] | bv [1, Hkv*hs]
+ *   | Wo [H*hs, nOut] | bo [1, nOut]
+ * </pre>
+ * Weights are 'f'-order views as in DL4J's {@code DefaultParamInitializer}; gradients use the same slicing.
+ */
+public final class FlashAttentionParamInitializer implements ParamInitializer {
+
+    /** Query projection weights {@code [nIn, H*hs]}. */
+    public static final String WQ = "Wq";
+    /** Query projection bias {@code [1, H*hs]}. */
+    public static final String BQ = "bq";
+    /** Key projection weights {@code [nIn, Hkv*hs]}. */
+    public static final String WK = "Wk";
+    /** Key projection bias {@code [1, Hkv*hs]}. */
+    public static final String BK = "bk";
+    /** Value projection weights {@code [nIn, Hkv*hs]}. */
+    public static final String WV = "Wv";
+    /** Value projection bias {@code [1, Hkv*hs]}. */
+    public static final String BV = "bv";
+    /** Output projection weights {@code [H*hs, nOut]}. */
+    public static final String WO = "Wo";
+    /** Output projection bias {@code [1, nOut]}. */
+    public static final String BO = "bo";
+
+    private static final List<String> KEYS = List.of(WQ, BQ, WK, BK, WV, BV, WO, BO);
+    private static final List<String> WEIGHT_KEYS = List.of(WQ, WK, WV, WO);
+    private static final List<String> BIAS_KEYS = List.of(BQ, BK, BV, BO);
+
+    private static final FlashAttentionParamInitializer INSTANCE = new FlashAttentionParamInitializer();
+
+    private FlashAttentionParamInitializer() {
+    }
+
+    /** The shared, stateless instance. */
+    public static FlashAttentionParamInitializer getInstance() {
+        return INSTANCE;
+    }
+
+    /** Shapes of the parameters in flat-vector order, keyed as {@link #paramKeys}. */
+    static Map<String, long[]> shapes(FlashAttentionLayer l) {
+        long nIn = l.getNIn();
+        long q = (long) l.getNHeads() * l.effectiveHeadSize();
+        long kv = (long) l.getNKvHeads() * l.effectiveHeadSize();
+        Map<String, long[]> s = new LinkedHashMap<>();
+        s.put(WQ, new long[] {nIn, q});
+        s.put(BQ, new long[] {1, q});
+        s.put(WK, new long[] {nIn, kv});
+        s.put(BK, new long[] {1, kv});
+        s.put(WV, new long[] {nIn, kv});
+        s.put(BV, new long[] {1, kv});
+        s.put(WO, new long[] {q, l.getNOut()});
+        s.put(BO, new long[] {1, l.getNOut()});
+        return s;
+    }
+
+    @Override
+    public long numParams(NeuralNetConfiguration conf) {
+        return numParams(conf.getLayer());
+    }
+
+    @Override
+    public long numParams(Layer layer) {
+        long n = 0;
+        for (long[] shape : shapes(cast(layer)).values()) {
+            n += shape[0] * shape[1];
+        }
+        return n;
+    }
+
+    @Override
+    public List<String> paramKeys(Layer layer) {
+        return KEYS;
+    }
+
+    @Override
+    public List<String> weightKeys(Layer layer) {
+        return WEIGHT_KEYS;
+    }
+
+    @Override
+    public List<String> biasKeys(Layer layer) {
+        return BIAS_KEYS;
+    }
+
+    @Override
+    public boolean isWeightParam(Layer layer, String key) {
+        return WEIGHT_KEYS.contains(key);
+    }
+
+    @Override
+    public boolean isBiasParam(Layer layer, String key) {
+        return BIAS_KEYS.contains(key);
+    }
+
+    /**
+     * Slices {@code paramsView} into the parameters and, if asked, initialises them (weights with the
+     * layer's weight init, fan-in/fan-out from the weight shape; biases to {@code biasInit}).
+     *
+     * @throws IllegalArgumentException if the view's length is not {@link #numParams(Layer)}
+     */
+    @Override
+    public Map<String, INDArray> init(NeuralNetConfiguration conf, INDArray paramsView, boolean initializeParams) {
+        FlashAttentionLayer layer = cast(conf.getLayer());
+        Map<String, INDArray> views = slice(layer, paramsView, "parameter");
+        if (initializeParams) {
+            for (Map.Entry<String, INDArray> e : views.entrySet()) {
+                INDArray view = e.getValue();
+                if (WEIGHT_KEYS.contains(e.getKey())) {
+                    layer.getWeightInitFn().init(view.size(0), view.size(1), view.shape(), 'f', view);
+                } else {
+                    view.assign(layer.getBiasInit());
+                }
+            }
+        }
+        return views;
+    }
+
+    /**
+     * Slices {@code gradientView} exactly as {@link #init} slices the parameters.
+     *
+     * @throws IllegalArgumentException if the view's length is not {@link #numParams(Layer)}
+     */
+    @Override
+    public Map<String, INDArray> getGradientsFromFlattened(NeuralNetConfiguration conf, INDArray gradientView) {
+        return slice(cast(conf.getLayer()), gradientView, "gradient");
+    }
+
+    private static Map<String, INDArray> slice(FlashAttentionLayer layer, INDArray flat, String what) {
+        Map<String, long[]> shapes = shapes(layer);
+        long expected = 0;
+        for (long[] shape : shapes.values()) {
+            expected += shape[0] * shape[1];
+        }
+        if (flat.length() != expected) {
+            throw new IllegalArgumentException("FlashAttentionLayer: " + what + " view must have length "
+                    + expected + " for " + layer + ", got " + flat.length() + " (shape "
+                    + Arrays.toString(flat.shape()) + ")");
+        }
+        INDArray vector = flat.reshape(flat.length());
+        // mutable, insertion-ordered: DL4J may add entries and iterates it in flat-vector order
+        Map<String, INDArray> out = new LinkedHashMap<>();
+        long offset = 0;
+        for (Map.Entry<String, long[]> e : shapes.entrySet()) {
+            long[] shape = e.getValue();
+            long len = shape[0] * shape[1];
+            out.put(e.getKey(), vector.get(NDArrayIndex.interval(offset, offset + len)).reshape('f', shape));
+            offset += len;
+        }
+        return out;
+    }
+
+    private static FlashAttentionLayer cast(Layer layer) {
+        if (!(layer instanceof FlashAttentionLayer)) {
+            throw new IllegalArgumentException("FlashAttentionParamInitializer: expected a FlashAttentionLayer, got "
+                    + (layer == null ? "null" : layer.getClass().getName()));
+        }
+        return (FlashAttentionLayer) layer;
+    }
+}

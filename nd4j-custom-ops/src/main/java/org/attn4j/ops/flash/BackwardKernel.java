@@ -1,0 +1,116 @@
+package org.attn4j.ops.flash;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.impl.transforms.strict.Exp;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * FlashAttention-2 backward (Dao 2023, algorithm 2) for one key block of one (batch, kv head): the tiles
+ * are recomputed from q, k and the saved LSE ({@code P = exp(scale q k^T - LSE)}), never stored.
+ * With {@code Delta_i = rowsum(dO_i * O_i)}:
+ * <pre>
+ *   dV_j += P^T dO_i        dP = dO_i V_j^T        dS = P * (dP - Delta_i)
+ *   dQ_i += scale dS K_j    dK_j += scale dS^T Q_i
+ * </pre>
+ * dK_j and dV_j accumulate over every query head of the GQA group and every query block in tile-sized
+ * buffers; dQ accumulates into this thread's own dQ array (key blocks of one query block run on
+ * different threads), summed by the caller.
+ */
+final class BackwardKernel {
+
+    private final INDArray q;
+    private final INDArray k;
+    private final INDArray v;
+    private final INDArray dOut;
+    private final INDArray negLse;
+    private final INDArray negDelta;
+    private final INDArray dq;
+    private final INDArray dk;
+    private final INDArray dv;
+    private final AttentionShapes s;
+    private final TilePlan plan;
+    private final double scale;
+    private final DataType type;
+    private final Map<Long, INDArray> buffers = new HashMap<>();
+
+    /**
+     * @param negLse   {@code -LSE} {@code [B, H, Nq]}, with 0 where LSE is -inf (rows that saw no key)
+     * @param negDelta {@code -rowsum(dO * O)} {@code [B, H, Nq]}
+     * @param dq       this thread's dQ accumulator {@code [B, H, Nq, D]}, zero on entry
+     */
+    BackwardKernel(INDArray q, INDArray k, INDArray v, INDArray dOut, INDArray negLse, INDArray negDelta,
+                   INDArray dq, INDArray dk, INDArray dv, AttentionShapes s, TilePlan plan, double scale) {
+        this.q = q;
+        this.k = k;
+        this.v = v;
+        this.dOut = dOut;
+        this.negLse = negLse;
+        this.negDelta = negDelta;
+        this.dq = dq;
+        this.dk = dk;
+        this.dv = dv;
+        this.s = s;
+        this.plan = plan;
+        this.scale = scale;
+        this.type = s.dataType();
+    }
+
+    /** Computes dK, dV of key block {@code kb} of kv head {@code hk} in sequence {@code b}, and adds to dQ. */
+    void run(int b, int hk, int kb) {
+        int d = s.headDim();
+        int cols = plan.keyCols(kb);
+        long kOff = (((long) b * s.kvHeads() + hk) * s.keys() + plan.keyStart(kb)) * d;
+        INDArray kj = Views.matrix(k, kOff, cols, d);
+        INDArray vj = Views.matrix(v, kOff, cols, d);
+        INDArray dkAcc = buffer(0, cols, d);
+        INDArray dvAcc = buffer(1, cols, d);
+        dkAcc.assign(0);
+        dvAcc.assign(0);
+        INDArray onesRow = ones(cols);
+        for (int g = 0; g < s.group(); g++) {
+            int h = hk * s.group() + g;
+            for (int qb = 0; qb < plan.queryBlocks; qb++) {
+                TilePlan.Kind kind = plan.kind(b, qb, kb);
+                if (kind == TilePlan.Kind.SKIP) {
+                    continue;
+                }
+                int rows = plan.queryRows(qb);
+                long row0 = ((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb);
+                INDArray qi = Views.matrix(q, row0 * d, rows, d);
+                INDArray doi = Views.matrix(dOut, row0 * d, rows, d);
+                INDArray p = buffer(2, rows, cols);
+                Nd4j.gemm(qi, kj, p, false, true, scale, 0.0);
+                Nd4j.gemm(Views.column(negLse, row0, rows), onesRow, p, false, false, 1.0, 1.0);
+                if (kind == TilePlan.Kind.PARTIAL) {
+                    p.addi(plan.bias(b, qb, kb, type));
+                }
+                Nd4j.exec(new Exp(p, p));
+                Nd4j.gemm(p, doi, dvAcc, true, false, 1.0, 1.0);
+                INDArray ds = buffer(3, rows, cols);
+                Nd4j.gemm(doi, vj, ds, false, true, 1.0, 0.0);
+                Nd4j.gemm(Views.column(negDelta, row0, rows), onesRow, ds, false, false, 1.0, 1.0);
+                ds.muli(p);
+                Nd4j.gemm(ds, kj, Views.matrix(dq, row0 * d, rows, d), false, false, scale, 1.0);
+                Nd4j.gemm(ds, qi, dkAcc, true, false, scale, 1.0);
+            }
+        }
+        Views.matrix(dk, kOff, cols, d).assign(dkAcc);
+        Views.matrix(dv, kOff, cols, d).assign(dvAcc);
+    }
+
+    private INDArray ones(int cols) {
+        return buffers.computeIfAbsent(key(4, 1, cols), x -> Nd4j.ones(type, 1, cols));
+    }
+
+    private INDArray buffer(int slot, int rows, int cols) {
+        return buffers.computeIfAbsent(key(slot, rows, cols), x -> Nd4j.create(type, rows, cols));
+    }
+
+    private static long key(int slot, int rows, int cols) {
+        return ((long) slot << 58) | ((long) rows << 29) | cols;
+    }
+}

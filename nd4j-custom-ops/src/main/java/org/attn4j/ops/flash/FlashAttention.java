@@ -1,0 +1,162 @@
+package org.attn4j.ops.flash;
+
+import org.attn4j.ops.WorkerPool;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.BooleanIndexing;
+import org.nd4j.linalg.indexing.conditions.Conditions;
+
+/**
+ * Exact softmax attention, FlashAttention-2 style (Dao 2023): queries in blocks, keys streamed in
+ * blocks with the online softmax, log-sum-exp saved for the backward pass, tiles recomputed there.
+ * No {@code N x N} array is ever built; extra memory is O(tile^2) per worker thread.
+ *
+ * <p>Layout {@code [B, H, N, D]}, C order (other layouts are copied once). k and v may have fewer heads
+ * than q (GQA / MQA): query head {@code h} uses kv head {@code h / (H / Hkv)}; k and v are never
+ * repeated. FLOAT and DOUBLE; all inputs share one type and the outputs have it. Masks follow global
+ * token positions ({@link AttentionMask}); tiles that are fully masked are skipped.
+ *
+ * <p>A query that sees no key gets output 0, LSE negative infinity and zero gradients. NaN inputs give
+ * NaN outputs, never a finite number.
+ *
+ * <p>This class is the policy layer: defaults, validation and the split over threads happen here
+ * once; the kernels take what they are given. Work is split over Java threads (one (batch, head, query
+ * block) per task forward; one (batch, kv head, key block) backward); run with {@code OMP_NUM_THREADS=1}
+ * so ND4J's own threads do not compete with them (docs/threading.md).
+ */
+public final class FlashAttention {
+
+    /** Default query-block and key-block size (rows and columns of a score tile). */
+    public static final int DEFAULT_BLOCK = 512;
+
+    private static final String OP = "FlashAttention";
+    private static final FlashAttention DEFAULTS = new FlashAttention(DEFAULT_BLOCK, DEFAULT_BLOCK, 0);
+
+    private final int queryBlock;
+    private final int keyBlock;
+    private final int threads;
+
+    private FlashAttention(int queryBlock, int keyBlock, int threads) {
+        this.queryBlock = queryBlock;
+        this.keyBlock = keyBlock;
+        this.threads = threads;
+    }
+
+    /** The op with default block sizes and one worker thread per available core. */
+    public static FlashAttention defaults() {
+        return DEFAULTS;
+    }
+
+    /**
+     * The op with other tile sizes and thread count.
+     *
+     * @param queryBlock rows of a score tile, at least 1
+     * @param keyBlock   columns of a score tile, at least 1
+     * @param threads    worker threads, or 0 for one per available core
+     */
+    public static FlashAttention withTiles(int queryBlock, int keyBlock, int threads) {
+        if (queryBlock < 1 || keyBlock < 1) {
+            throw new IllegalArgumentException(OP + ": block sizes must be >= 1, got query block " + queryBlock
+                    + ", key block " + keyBlock);
+        }
+        if (threads < 0) {
+            throw new IllegalArgumentException(OP + ": threads must be >= 0 (0 = one per core), got " + threads);
+        }
+        return new FlashAttention(queryBlock, keyBlock, threads);
+    }
+
+    /** {@code 1 / sqrt(D)}, the default softmax scale. */
+    public static double defaultScale(long headDim) {
+        return 1.0 / Math.sqrt(headDim);
+    }
+
+    /** {@link #forward(INDArray, INDArray, INDArray, AttentionMask, double)} with the default scale. */
+    public AttentionOutput forward(INDArray q, INDArray k, INDArray v, AttentionMask mask) {
+        return forward(q, k, v, mask, defaultScale(q == null || q.rank() != 4 ? 1 : q.size(3)));
+    }
+
+    /**
+     * Attention output and log-sum-exp.
+     *
+     * @param q     queries {@code [B, H, Nq, D]}
+     * @param k     keys {@code [B, Hkv, Nk, D]}
+     * @param v     values {@code [B, Hkv, Nk, D]}
+     * @param mask  which keys each query sees
+     * @param scale multiplies {@code q.k}; finite and positive
+     * @return {@code O [B, H, Nq, D]} and {@code LSE [B, H, Nq]} (natural log, scale applied)
+     * @throws IllegalArgumentException on inconsistent shapes, types, heads, masks or scale
+     */
+    public AttentionOutput forward(INDArray q, INDArray k, INDArray v, AttentionMask mask, double scale) {
+        AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
+        checkScale(scale);
+        INDArray qc = Views.plain(q);
+        INDArray kc = Views.plain(k);
+        INDArray vc = Views.plain(v);
+        INDArray out = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries(), s.headDim());
+        INDArray lse = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries());
+        TilePlan plan = new TilePlan(mask, s, queryBlock, keyBlock);
+        int perHead = plan.queryBlocks;
+        WorkerPool.run(threads, s.batch() * s.heads() * perHead,
+                () -> new ForwardKernel(qc, kc, vc, out, lse, s, plan, scale),
+                (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
+                        item % perHead));
+        return new AttentionOutput(out, lse);
+    }
+
+    /**
+     * Gradients of {@code sum(O * dO)} with respect to q, k and v, recomputing the score tiles.
+     *
+     * @param o    the output of {@link #forward} for these inputs
+     * @param lse  the LSE of {@link #forward} for these inputs
+     * @param dOut gradient of the loss with respect to O {@code [B, H, Nq, D]}
+     * @return dQ, dK, dV in the shapes and type of q, k, v
+     * @throws IllegalArgumentException on inconsistent shapes, types, heads, masks or scale
+     */
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse,
+                                       INDArray dOut, AttentionMask mask, double scale) {
+        AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
+        checkScale(scale);
+        s.requireShape(OP, "o", o, q.shape());
+        s.requireShape(OP, "dO", dOut, q.shape());
+        s.requireShape(OP, "lse", lse, s.batch(), s.heads(), s.queries());
+        INDArray qc = Views.plain(q);
+        INDArray kc = Views.plain(k);
+        INDArray vc = Views.plain(v);
+        INDArray doc = Views.plain(dOut);
+        INDArray negLse = lse.neg();
+        // Rows that saw no key (LSE = -inf) shift by 0: their masked scores are -inf, so P stays 0, not NaN.
+        BooleanIndexing.replaceWhere(negLse, 0.0, Conditions.isInfinite());
+        INDArray negDelta = o.mul(dOut).sum(3).negi();
+        INDArray dk = Nd4j.create(s.dataType(), k.shape());
+        INDArray dv = Nd4j.create(s.dataType(), k.shape());
+        TilePlan plan = new TilePlan(mask, s, queryBlock, keyBlock);
+        int perHead = plan.keyBlocks;
+        int items = s.batch() * s.kvHeads() * perHead;
+        int workers = WorkerPool.workers(threads, items);
+        INDArray[] dqs = new INDArray[workers];
+        for (int w = 0; w < workers; w++) {
+            dqs[w] = Nd4j.create(s.dataType(), q.shape());
+        }
+        WorkerPool.run(workers, items,
+                w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale),
+                (kernel, item) -> kernel.run(item / (s.kvHeads() * perHead), item / perHead % s.kvHeads(),
+                        item % perHead));
+        INDArray dq = dqs[0];
+        for (int w = 1; w < workers; w++) {
+            dq.addi(dqs[w]);
+        }
+        return new AttentionGradients(dq, dk, dv);
+    }
+
+    private static void checkScale(double scale) {
+        if (!(scale > 0) || Double.isInfinite(scale)) {
+            throw new IllegalArgumentException(OP + ": scale must be finite and > 0, got " + scale);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return OP + "{queryBlock=" + queryBlock + ", keyBlock=" + keyBlock + ", threads="
+                + (threads == 0 ? "per core" : threads) + "}";
+    }
+}

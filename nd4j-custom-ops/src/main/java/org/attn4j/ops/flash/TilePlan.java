@@ -1,0 +1,152 @@
+package org.attn4j.ops.flash;
+
+import java.util.Arrays;
+
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * The mask of one call cut into tiles: which (query block, key block) tiles are fully masked (skipped),
+ * fully visible (no mask work) or partial (an additive 0 / -inf bias built from the exact per-pair rule).
+ * Decided from the min/max global position of each block, so any layout (contiguous, zigzag, striped,
+ * cyclic) works: unsorted positions only make more tiles partial, never a wrong answer.
+ */
+final class TilePlan {
+
+    enum Kind { SKIP, FULL, PARTIAL }
+
+    private final AttentionMask mask;
+    private final int queryBlock;
+    private final int keyBlock;
+    private final int[] qPos;
+    private final int[] kPos;
+    private final Kind[] positional;          // [qBlocks * kBlocks]
+    private final boolean[][] keyValid;        // [B][Nk], null without padding
+    private final Kind[] padding;              // [B * kBlocks]: FULL = all real, SKIP = all padded
+    final int queryBlocks;
+    final int keyBlocks;
+    final int queries;
+    final int keys;
+
+    TilePlan(AttentionMask mask, AttentionShapes s, int queryBlock, int keyBlock) {
+        this.mask = mask;
+        this.queryBlock = queryBlock;
+        this.keyBlock = keyBlock;
+        this.queries = s.queries();
+        this.keys = s.keys();
+        this.qPos = mask.queryPositionsOrDefault(queries);
+        this.kPos = mask.keyPositionsOrDefault(keys);
+        this.queryBlocks = (queries + queryBlock - 1) / queryBlock;
+        this.keyBlocks = (keys + keyBlock - 1) / keyBlock;
+        this.positional = new Kind[queryBlocks * keyBlocks];
+        for (int qb = 0; qb < queryBlocks; qb++) {
+            int[] qr = range(qPos, qb * queryBlock, queryRows(qb));
+            for (int kb = 0; kb < keyBlocks; kb++) {
+                int[] kr = range(kPos, kb * keyBlock, keyCols(kb));
+                positional[qb * keyBlocks + kb] = classify(qr[0], qr[1], kr[0], kr[1]);
+            }
+        }
+        INDArray pad = mask.keyPadding();
+        if (pad == null) {
+            keyValid = null;
+            padding = null;
+        } else {
+            keyValid = new boolean[s.batch()][keys];
+            padding = new Kind[s.batch() * keyBlocks];
+            for (int b = 0; b < s.batch(); b++) {
+                for (int j = 0; j < keys; j++) {
+                    keyValid[b][j] = pad.getDouble(b, j) != 0.0;
+                }
+                for (int kb = 0; kb < keyBlocks; kb++) {
+                    int valid = 0;
+                    int n = keyCols(kb);
+                    for (int j = kb * keyBlock; j < kb * keyBlock + n; j++) {
+                        valid += keyValid[b][j] ? 1 : 0;
+                    }
+                    padding[b * keyBlocks + kb] = valid == n ? Kind.FULL : valid == 0 ? Kind.SKIP : Kind.PARTIAL;
+                }
+            }
+        }
+    }
+
+    int queryRows(int qb) {
+        return Math.min(queryBlock, queries - qb * queryBlock);
+    }
+
+    int keyCols(int kb) {
+        return Math.min(keyBlock, keys - kb * keyBlock);
+    }
+
+    int queryStart(int qb) {
+        return qb * queryBlock;
+    }
+
+    int keyStart(int kb) {
+        return kb * keyBlock;
+    }
+
+    Kind kind(int b, int qb, int kb) {
+        Kind p = positional[qb * keyBlocks + kb];
+        if (padding == null || p == Kind.SKIP) {
+            return p;
+        }
+        Kind k = padding[b * keyBlocks + kb];
+        if (k == Kind.SKIP) {
+            return Kind.SKIP;
+        }
+        return p == Kind.FULL && k == Kind.FULL ? Kind.FULL : Kind.PARTIAL;
+    }
+
+    /** The additive bias of a partial tile: 0 where the pair is allowed, negative infinity where not. */
+    INDArray bias(int b, int qb, int kb, DataType type) {
+        int rows = queryRows(qb);
+        int cols = keyCols(kb);
+        int q0 = queryStart(qb);
+        int k0 = keyStart(kb);
+        boolean[] valid = keyValid == null ? null : keyValid[b];
+        double[] v = new double[rows * cols];
+        for (int r = 0; r < rows; r++) {
+            int i = qPos[q0 + r];
+            int base = r * cols;
+            for (int c = 0; c < cols; c++) {
+                boolean ok = mask.allows(i, kPos[k0 + c]) && (valid == null || valid[k0 + c]);
+                v[base + c] = ok ? 0.0 : Double.NEGATIVE_INFINITY;
+            }
+        }
+        INDArray bias = Nd4j.create(type, rows, cols);
+        Views.put(bias, v, v.length);
+        return bias;
+    }
+
+    private Kind classify(int qMin, int qMax, int kMin, int kMax) {
+        boolean causal = mask.isCausal();
+        long w = mask.window();
+        // Fully masked: no pair in the tile can pass.
+        if (causal && kMin > qMax) {
+            return Kind.SKIP;
+        }
+        if (w > 0 && ((long) qMin - kMax >= w || (!causal && (long) kMin - qMax >= w))) {
+            return Kind.SKIP;
+        }
+        // Fully visible: every pair passes.
+        boolean causalOk = !causal || kMax <= qMin;
+        boolean windowOk = w == 0 || ((long) qMax - kMin < w && (causal || (long) kMax - qMin < w));
+        return causalOk && windowOk ? Kind.FULL : Kind.PARTIAL;
+    }
+
+    private static int[] range(int[] pos, int start, int n) {
+        int min = Integer.MAX_VALUE;
+        int max = Integer.MIN_VALUE;
+        for (int i = start; i < start + n; i++) {
+            min = Math.min(min, pos[i]);
+            max = Math.max(max, pos[i]);
+        }
+        return new int[] {min, max};
+    }
+
+    @Override
+    public String toString() {
+        return "TilePlan" + Arrays.toString(positional);
+    }
+}
