@@ -5,7 +5,6 @@ import java.util.Map;
 
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.impl.transforms.strict.Exp;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -36,6 +35,7 @@ final class BackwardKernel {
     private final double scale;
     private final DataType type;
     private final Map<Long, INDArray> buffers = new HashMap<>();
+    private final TileMath math;
 
     /**
      * @param negLse   {@code -LSE} {@code [B, H, Nq]}, with 0 where LSE is -inf (rows that saw no key)
@@ -57,6 +57,7 @@ final class BackwardKernel {
         this.plan = plan;
         this.scale = scale;
         this.type = s.dataType();
+        this.math = TileMath.forType(type);
     }
 
     /** Computes dK, dV of key block {@code kb} of kv head {@code hk} in sequence {@code b}, and adds to dQ. */
@@ -70,7 +71,6 @@ final class BackwardKernel {
         INDArray dvAcc = buffer(1, cols, d);
         dkAcc.assign(0);
         dvAcc.assign(0);
-        INDArray onesRow = ones(cols);
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             for (int qb = 0; qb < plan.queryBlocks; qb++) {
@@ -84,26 +84,20 @@ final class BackwardKernel {
                 INDArray doi = Views.matrix(dOut, row0 * d, rows, d);
                 INDArray p = buffer(2, rows, cols);
                 Nd4j.gemm(qi, kj, p, false, true, scale, 0.0);
-                Nd4j.gemm(Views.column(negLse, row0, rows), onesRow, p, false, false, 1.0, 1.0);
                 if (kind == TilePlan.Kind.PARTIAL) {
                     p.addi(plan.bias(b, qb, kb, type));
                 }
-                Nd4j.exec(new Exp(p, p));
+                math.expShifted(p, negLse, row0, rows, cols);
                 Nd4j.gemm(p, doi, dvAcc, true, false, 1.0, 1.0);
                 INDArray ds = buffer(3, rows, cols);
                 Nd4j.gemm(doi, vj, ds, false, true, 1.0, 0.0);
-                Nd4j.gemm(Views.column(negDelta, row0, rows), onesRow, ds, false, false, 1.0, 1.0);
-                ds.muli(p);
+                math.shiftedProduct(ds, p, negDelta, row0, rows, cols);
                 Nd4j.gemm(ds, kj, Views.matrix(dq, row0 * d, rows, d), false, false, scale, 1.0);
                 Nd4j.gemm(ds, qi, dkAcc, true, false, scale, 1.0);
             }
         }
         Views.matrix(dk, kOff, cols, d).assign(dkAcc);
         Views.matrix(dv, kOff, cols, d).assign(dvAcc);
-    }
-
-    private INDArray ones(int cols) {
-        return buffers.computeIfAbsent(key(4, 1, cols), x -> Nd4j.ones(type, 1, cols));
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

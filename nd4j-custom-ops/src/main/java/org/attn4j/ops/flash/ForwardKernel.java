@@ -5,8 +5,6 @@ import java.util.Map;
 
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.impl.reduce.same.Max;
-import org.nd4j.linalg.api.ops.impl.transforms.strict.Exp;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -16,8 +14,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * One instance per worker thread: it owns its tile buffers, so peak extra memory is O(tile^2).
  *
  * <p>Row bookkeeping ({@code m}, {@code l}, rescale factors) is done in Java arrays; the matrix work is
- * gemm, and the row-wise subtraction of {@code m} is a rank-1 gemm, which measured about 35 times
- * faster than ND4J's broadcast subtraction on a 512 x 512 tile (DL4J-M2.1-FACTS.md).
+ * gemm; the element-wise step between the gemms is {@link TileMath}.
  */
 final class ForwardKernel {
 
@@ -31,6 +28,7 @@ final class ForwardKernel {
     private final double scale;
     private final DataType type;
     private final Map<Long, INDArray> buffers = new HashMap<>();
+    private final TileMath math;
 
     ForwardKernel(INDArray q, INDArray k, INDArray v, INDArray out, INDArray lse, AttentionShapes s,
                   TilePlan plan, double scale) {
@@ -43,6 +41,7 @@ final class ForwardKernel {
         this.plan = plan;
         this.scale = scale;
         this.type = s.dataType();
+        this.math = TileMath.forType(type);
     }
 
     /** Computes rows {@code qb} of head {@code h} in sequence {@code b}. */
@@ -57,8 +56,8 @@ final class ForwardKernel {
         double[] m = new double[rows];
         double[] l = new double[rows];
         java.util.Arrays.fill(m, Double.NEGATIVE_INFINITY);
-        double[] shift = new double[rows];
         double[] alpha = new double[rows];
+        double[] rowSum = new double[rows];
 
         for (int kb = 0; kb < plan.keyBlocks; kb++) {
             TilePlan.Kind kind = plan.kind(b, qb, kb);
@@ -74,27 +73,9 @@ final class ForwardKernel {
             if (kind == TilePlan.Kind.PARTIAL) {
                 scores.addi(plan.bias(b, qb, kb, type));
             }
-            INDArray tileMax = buffer(2, rows, 1);
-            Nd4j.exec(new Max(scores, tileMax, 1));
-            double[] tm = Views.get(tileMax, 0, rows);
-            boolean rescale = false;
+            boolean rescale = math.softmaxStep(scores, rows, cols, m, alpha, rowSum);
             for (int r = 0; r < rows; r++) {
-                double mNew = Math.max(m[r], tm[r]);
-                // A row that has seen no key yet keeps m = -inf; shifting by 0 keeps exp(-inf) = 0, not NaN.
-                shift[r] = mNew == Double.NEGATIVE_INFINITY ? 0.0 : -mNew;
-                alpha[r] = m[r] == mNew ? 1.0 : Math.exp(m[r] - mNew);
-                rescale |= alpha[r] != 1.0;
-                m[r] = mNew;
-            }
-            INDArray shiftCol = buffer(3, rows, 1);
-            Views.put(shiftCol, shift, rows);
-            Nd4j.gemm(shiftCol, ones(cols), scores, false, false, 1.0, 1.0);
-            Nd4j.exec(new Exp(scores, scores));
-            INDArray rowSum = buffer(4, rows, 1);
-            Nd4j.gemm(scores, onesColumn(cols), rowSum, false, false, 1.0, 0.0);
-            double[] rs = Views.get(rowSum, 0, rows);
-            for (int r = 0; r < rows; r++) {
-                l[r] = alpha[r] * l[r] + rs[r];
+                l[r] = alpha[r] * l[r] + rowSum[r];
             }
             if (rescale) {
                 INDArray alphaCol = buffer(5, rows, 1);
@@ -116,24 +97,6 @@ final class ForwardKernel {
         acc.muliColumnVector(invCol);
         Views.matrix(out, qRow0 * d, rows, d).assign(acc);
         Views.set(lse, qRow0, rowLse, rows);
-    }
-
-    private INDArray ones(int cols) {
-        INDArray o = buffers.get(key(6, 1, cols));
-        if (o == null) {
-            o = Nd4j.ones(type, 1, cols);
-            buffers.put(key(6, 1, cols), o);
-        }
-        return o;
-    }
-
-    private INDArray onesColumn(int cols) {
-        INDArray o = buffers.get(key(7, cols, 1));
-        if (o == null) {
-            o = Nd4j.ones(type, cols, 1);
-            buffers.put(key(7, cols, 1), o);
-        }
-        return o;
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

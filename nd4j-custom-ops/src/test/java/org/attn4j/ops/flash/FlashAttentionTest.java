@@ -48,6 +48,23 @@ class FlashAttentionTest {
     }
 
     @Test
+    void vectorAndNd4jTilePathsBothMatchReferenceInFloat32() {
+        AttentionMask mask = AttentionMask.builder().causal(true).window(30).build();
+        assertTrue(VectorTileMath.AVAILABLE, "tests run with --add-modules jdk.incubator.vector (pom argLine)");
+        String key = "attn4j.noVector";
+        for (String off : new String[] {"false", "true"}) {
+            System.setProperty(key, off);
+            try {
+                checkAgainstReference(77, DataType.FLOAT, 2, 4, 2, 203, 203, 24, mask, 1e-5, SMALL_TILES);
+                checkAgainstReference(78, DataType.FLOAT, 1, 2, 1, 113, 113, 64, AttentionMask.none(), 1e-5,
+                        FlashAttention.defaults());
+            } finally {
+                System.clearProperty(key);
+            }
+        }
+    }
+
+    @Test
     void matchesReferenceWithDefaultTilesAndKeyPadding() {
         long seed = 42;
         int n = 203;

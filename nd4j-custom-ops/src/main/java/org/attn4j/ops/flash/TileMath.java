@@ -1,0 +1,40 @@
+package org.attn4j.ops.flash;
+
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * The element-wise work on one score tile, between the gemms: the online-softmax step of the forward
+ * pass and the two row-shifted element-wise steps of the backward pass. Two implementations: one fused
+ * pass per row with the JDK Vector API (FLOAT, when {@code jdk.incubator.vector} is in the boot layer),
+ * and a fallback made of ND4J ops (any type). The choice is made once, in {@link #forType}.
+ *
+ * <p>Tiles are dedicated, offset-free {@code rows x cols} C-order buffers; row shifts are read from
+ * consecutive elements of a plain array.
+ */
+interface TileMath {
+
+    /**
+     * One online-softmax step (FlashAttention-2 algorithm 1, lines 8-10): with the tile's row maxima
+     * {@code t}, sets {@code m = max(m, t)}, {@code alpha = exp(m_old - m)}, overwrites the tile with
+     * {@code exp(s - m)} and returns its row sums in {@code rowSum}. Rows that have seen no key yet keep
+     * {@code m = -inf} and produce zeros, not NaN.
+     *
+     * @return whether any {@code alpha != 1} (the accumulator needs rescaling)
+     */
+    boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha, double[] rowSum);
+
+    /** {@code p[r][c] = exp(p[r][c] + shift[r])}, {@code shift[r]} the element {@code at + r} of {@code shifts}. */
+    void expShifted(INDArray p, INDArray shifts, long at, int rows, int cols);
+
+    /** {@code dp[r][c] = p[r][c] * (dp[r][c] + shift[r])}, {@code shift[r]} as in {@link #expShifted}. */
+    void shiftedProduct(INDArray dp, INDArray p, INDArray shifts, long at, int rows, int cols);
+
+    /** The fastest implementation available for {@code type}. */
+    static TileMath forType(DataType type) {
+        if (type == DataType.FLOAT && VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {
+            return VectorTileMath.create();
+        }
+        return new Nd4jTileMath();
+    }
+}
