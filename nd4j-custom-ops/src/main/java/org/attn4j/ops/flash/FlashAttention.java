@@ -1,5 +1,6 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Views;
 import org.attn4j.ops.WorkerPool;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;

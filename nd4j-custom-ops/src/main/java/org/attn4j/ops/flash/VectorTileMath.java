@@ -1,5 +1,6 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Views;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 

@@ -1,4 +1,4 @@
-package org.attn4j.ops.flash;
+package org.attn4j.ops;
 
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -6,25 +6,25 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * Cheap views into the flat buffer of a C-ordered, offset-free array, and Java-side copies of short
  * column vectors. Built straight on the data buffer: an {@code NDArrayIndex} view costs tens of
- * microseconds, which adds up over thousands of tiles.
+ * microseconds, which adds up over thousands of tiles. Internal to attn4j: not a stable API.
  */
-final class Views {
+public final class Views {
 
     private Views() {
     }
 
     /** The {@code rows x cols} row-major matrix starting at element {@code offset} of {@code a}'s buffer. */
-    static INDArray matrix(INDArray a, long offset, long rows, long cols) {
+    public static INDArray matrix(INDArray a, long offset, long rows, long cols) {
         return Nd4j.create(a.data(), new long[] {rows, cols}, new long[] {cols, 1}, offset, 'c', a.dataType());
     }
 
     /** The {@code rows x 1} column of consecutive elements starting at {@code offset}. */
-    static INDArray column(INDArray a, long offset, long rows) {
+    public static INDArray column(INDArray a, long offset, long rows) {
         return Nd4j.create(a.data(), new long[] {rows, 1}, new long[] {1, 1}, offset, 'c', a.dataType());
     }
 
     /** Copies {@code values} into the first elements of a dedicated (non-view) buffer array. */
-    static void put(INDArray dst, double[] values, int n) {
+    public static void put(INDArray dst, double[] values, int n) {
         if (dst.length() != n) {
             throw new IllegalStateException("Views.put: buffer holds " + dst.length() + " values, got " + n);
         }
@@ -42,7 +42,7 @@ final class Views {
     }
 
     /** Reads {@code n} values of {@code a}'s buffer starting at element {@code offset}. */
-    static double[] get(INDArray a, long offset, int n) {
+    public static double[] get(INDArray a, long offset, int n) {
         double[] out = new double[n];
         var data = a.data();
         for (int i = 0; i < n; i++) {
@@ -52,7 +52,7 @@ final class Views {
     }
 
     /** Writes {@code n} values into {@code a}'s buffer starting at element {@code offset}. */
-    static void set(INDArray a, long offset, double[] values, int n) {
+    public static void set(INDArray a, long offset, double[] values, int n) {
         var data = a.data();
         for (int i = 0; i < n; i++) {
             data.put(offset + i, values[i]);
@@ -60,7 +60,7 @@ final class Views {
     }
 
     /** A C-ordered, offset-free copy of {@code a} if it is not one already. */
-    static INDArray plain(INDArray a) {
+    public static INDArray plain(INDArray a) {
         boolean plain = a.ordering() == 'c' && !a.isView() && a.offset() == 0
                 && a.data().length() == a.length();
         return plain ? a : a.dup('c');

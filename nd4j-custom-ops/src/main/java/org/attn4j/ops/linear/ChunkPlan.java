@@ -1,0 +1,56 @@
+package org.attn4j.ops.linear;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.attn4j.ops.Views;
+import org.attn4j.ops.flash.AttentionShapes;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/** How one call cuts the sequence into chunks, where each chunk lives, and the decay tables it needs. */
+final class ChunkPlan {
+
+    final int chunk;
+    final int chunks;
+    private final AttentionShapes s;
+    private final Map<Long, ChunkTables> tables = new HashMap<>();
+
+    ChunkPlan(AttentionShapes s, Decay decay, int chunk) {
+        this.s = s;
+        this.chunk = Math.min(chunk, s.queries());
+        this.chunks = (s.queries() + this.chunk - 1) / this.chunk;
+        // Built up front: worker threads only read them.
+        for (int h = 0; h < s.heads(); h++) {
+            double lambda = decay.lambda(h);
+            for (int c : new int[] {this.chunk, length(chunks - 1)}) {
+                tables.computeIfAbsent(key(h, c), x -> new ChunkTables(lambda, c, s.dataType()));
+            }
+        }
+    }
+
+    int length(int t) {
+        return Math.min(chunk, s.queries() - t * chunk);
+    }
+
+    ChunkTables tables(int h, int c) {
+        return tables.get(key(h, c));
+    }
+
+    long qOffset(int b, int h, int t) {
+        return (((long) b * s.heads() + h) * s.queries() + (long) t * chunk) * s.headDim();
+    }
+
+    long kOffset(int b, int hk, int t) {
+        return (((long) b * s.kvHeads() + hk) * s.keys() + (long) t * chunk) * s.headDim();
+    }
+
+    /** The {@code D x D} state of chunk t of (b, h) inside a {@code [B, H, T, D, D]} array. */
+    INDArray state(INDArray states, int b, int h, int t) {
+        long d = s.headDim();
+        return Views.matrix(states, ((((long) b * s.heads() + h) * chunks) + t) * d * d, d, d);
+    }
+
+    private static long key(int h, int c) {
+        return ((long) h << 32) | c;
+    }
+}

@@ -1,0 +1,208 @@
+package org.attn4j.ops.linear;
+
+import java.util.Arrays;
+
+import org.attn4j.ops.Views;
+import org.attn4j.ops.WorkerPool;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionShapes;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * Linear attention with decay, without normalisation inside the op (the lightning / TransNormerLLM form
+ * that LASP parallelises; LASP section 2.2, equations 4-19, algorithms 2-3):
+ * <pre>
+ *   causal:      o_s = q_s^T kv_s,   kv_s = lambda kv_(s-1) + k_s v_s^T,   kv_(-1) = kvIn
+ *   non-causal:  O = Q (kvIn + K^T V)                                        (lambda must be 1)
+ * </pre>
+ * q and k are multiplied as given (no scale, no feature map). The causal form runs in chunks of
+ * {@code C} positions as LASP does on each device: inside a chunk the masked product with the decay
+ * matrix {@code M_ij = lambda^(i-j)} (intra), across chunks the {@code D x D} state (inter), so time and
+ * memory are linear in N:
+ * <pre>
+ *   O_t  = [(Q_t K_t^T) . M] V_t + Lambda Q_t S_(t-1)              Lambda = diag(lambda^1..lambda^c)
+ *   S_t  = lambda^c S_(t-1) + (diag(lambda^(c-1-j)) K_t)^T V_t
+ * </pre>
+ * and backward, with {@code H_t} the gradient of the state leaving chunk t ({@code H_last = dKvOut}):
+ * <pre>
+ *   dQ_t = [(dO_t V_t^T) . M] K_t + Lambda dO_t S_(t-1)^T
+ *   dK_t = [(dO_t V_t^T) . M]^T Q_t + diag(lambda^(c-1-j)) V_t H_t^T
+ *   dV_t = [(Q_t K_t^T) . M]^T dO_t + diag(lambda^(c-1-j)) K_t H_t
+ *   H_(t-1) = lambda^c H_t + (Lambda Q_t)^T dO_t,       dKvIn = H_(-1)
+ * </pre>
+ * The intra parts of all chunks run in parallel over Java threads; only the two scans over the
+ * {@code D x D} states are sequential per head. The states entering each chunk are kept from the forward
+ * pass for the backward pass ("KV state caching"); passing {@code kvOut} of one segment as {@code kvIn}
+ * of the next, and {@code dKvIn} of the next back as {@code dKvOut}, equals running the whole sequence.
+ *
+ * <p>Layout {@code [B, H, N, D]}; k and v may have fewer heads (GQA: query head h reads kv head
+ * {@code h / (H / Hkv)}); states are per query head, {@code [B, H, D, D]}. FLOAT or DOUBLE.
+ */
+public final class LinearAttention {
+
+    /** Default chunk size. */
+    public static final int DEFAULT_CHUNK = 128;
+
+    private static final String OP = "LinearAttention";
+    private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0);
+
+    private final int chunk;
+    private final int threads;
+
+    private LinearAttention(int chunk, int threads) {
+        this.chunk = chunk;
+        this.threads = threads;
+    }
+
+    /** The op with the default chunk size and one thread per core. */
+    public static LinearAttention defaults() {
+        return DEFAULTS;
+    }
+
+    /**
+     * The op with another chunk size and thread count.
+     *
+     * @param chunk   positions per chunk, at least 1
+     * @param threads worker threads, 0 for one per core
+     */
+    public static LinearAttention withChunk(int chunk, int threads) {
+        if (chunk < 1) {
+            throw new IllegalArgumentException(OP + ": chunk size must be >= 1, got " + chunk);
+        }
+        if (threads < 0) {
+            throw new IllegalArgumentException(OP + ": threads must be >= 0 (0 = one per core), got " + threads);
+        }
+        return new LinearAttention(chunk, threads);
+    }
+
+    /**
+     * Output and final state.
+     *
+     * @param q      {@code [B, H, N, D]}
+     * @param k      {@code [B, Hkv, N, D]}
+     * @param v      {@code [B, Hkv, N, D]}
+     * @param decay  one lambda, or one per query head; must be 1 when not causal
+     * @param causal whether position s sees only positions {@code <= s}
+     * @param kvIn   incoming state {@code [B, H, D, D]}, or null for zero
+     * @throws IllegalArgumentException on inconsistent shapes, types, decay or state
+     */
+    public LinearAttentionOutput forward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                         INDArray kvIn) {
+        AttentionShapes s = validate(q, k, v, decay, causal);
+        checkState(s, "kvIn", kvIn);
+        INDArray qc = Views.plain(q);
+        INDArray kc = Views.plain(k);
+        INDArray vc = Views.plain(v);
+        INDArray kin = kvIn == null ? null : Views.plain(kvIn);
+        INDArray out = Nd4j.create(s.dataType(), q.shape());
+        INDArray kvOut = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.headDim(), s.headDim());
+        if (!causal) {
+            NonCausal.forward(s, qc, kc, vc, kin, out, kvOut);
+            return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(null, 0));
+        }
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
+        INDArray states = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
+        int perHead = plan.chunks;
+        int heads = s.batch() * s.heads();
+        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / perHead / s.heads(),
+                        i / perHead % s.heads(), i % perHead));
+        WorkerPool.run(threads, heads, () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.forwardScan(states, kin, kvOut, i / s.heads(), i % s.heads()));
+        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.forwardInter(qc, out, states, i / perHead / s.heads(), i / perHead % s.heads(),
+                        i % perHead));
+        return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk));
+    }
+
+    /**
+     * Gradients of the loss with respect to q, k, v and the incoming state.
+     *
+     * @param dOut   gradient with respect to O {@code [B, H, N, D]}
+     * @param dKvOut gradient with respect to {@code kvOut} {@code [B, H, D, D]} (from the segment after this
+     *               one), or null for zero
+     * @param cache  the cache of the forward call on the same inputs, or null to rebuild it
+     * @throws IllegalArgumentException on inconsistent shapes, types, decay, state or cache
+     */
+    public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                             INDArray kvIn, INDArray dOut, INDArray dKvOut,
+                                             LinearAttentionCache cache) {
+        AttentionShapes s = validate(q, k, v, decay, causal);
+        checkState(s, "kvIn", kvIn);
+        checkState(s, "dKvOut", dKvOut);
+        s.requireShape(OP, "dO", dOut, q.shape());
+        INDArray qc = Views.plain(q);
+        INDArray kc = Views.plain(k);
+        INDArray vc = Views.plain(v);
+        INDArray doc = Views.plain(dOut);
+        INDArray dkout = dKvOut == null ? null : Views.plain(dKvOut);
+        INDArray dq = Nd4j.create(s.dataType(), q.shape());
+        INDArray dk = Nd4j.create(s.dataType(), k.shape());
+        INDArray dv = Nd4j.create(s.dataType(), k.shape());
+        INDArray dKvIn = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.headDim(), s.headDim());
+        if (!causal) {
+            INDArray kin = kvIn == null ? null : Views.plain(kvIn);
+            NonCausal.backward(s, qc, kc, vc, kin, doc, dkout, dq, dk, dv, dKvIn);
+            return new LinearAttentionGradients(dq, dk, dv, dKvIn);
+        }
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
+        INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn);
+        INDArray dStates = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
+        int perHead = plan.chunks;
+        int kvItems = s.batch() * s.kvHeads() * perHead;
+        WorkerPool.run(threads, kvItems, () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.backwardIntra(qc, kc, vc, doc, states, dStates, dq, dk, dv,
+                        i / perHead / s.kvHeads(), i / perHead % s.kvHeads(), i % perHead));
+        WorkerPool.run(threads, s.batch() * s.heads(), () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.backwardScan(dStates, dkout, dKvIn, i / s.heads(), i % s.heads()));
+        WorkerPool.run(threads, kvItems, () -> new ChunkKernel(s, plan),
+                (kern, i) -> kern.backwardInter(kc, vc, dStates, dk, dv, i / perHead / s.kvHeads(),
+                        i / perHead % s.kvHeads(), i % perHead));
+        return new LinearAttentionGradients(dq, dk, dv, dKvIn);
+    }
+
+    private INDArray cachedStates(AttentionShapes s, ChunkPlan plan, LinearAttentionCache cache, INDArray q,
+                                  INDArray k, INDArray v, Decay decay, INDArray kvIn) {
+        if (cache == null) {
+            return forward(q, k, v, decay, true, kvIn).cache().states;
+        }
+        long[] expected = {s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim()};
+        if (cache.states == null || cache.chunk != plan.chunk
+                || !Arrays.equals(cache.states.shape(), expected)) {
+            throw new IllegalArgumentException(OP + ": the cache does not belong to this call: expected states "
+                    + Arrays.toString(expected) + " with chunk " + plan.chunk + ", got "
+                    + (cache.states == null ? "a non-causal cache" : Arrays.toString(cache.states.shape())
+                    + " with chunk " + cache.chunk));
+        }
+        return cache.states;
+    }
+
+    private static AttentionShapes validate(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal) {
+        AttentionShapes s = AttentionShapes.of(OP, q, k, v, AttentionMask.none());
+        if (s.keys() != s.queries()) {
+            throw new IllegalArgumentException(OP + ": k has " + s.keys() + " positions, q has " + s.queries()
+                    + "; linear attention needs one key per query");
+        }
+        if (decay == null) {
+            throw new IllegalArgumentException(OP + ": decay is null; pass Decay.none() for lambda = 1");
+        }
+        decay.checkHeads(OP, s.heads());
+        if (!causal && !decay.isNone()) {
+            throw new IllegalArgumentException(OP + ": decay " + decay + " needs causal attention; the "
+                    + "non-causal form O = Q (K^T V) has no order to decay along (use lambda = 1)");
+        }
+        return s;
+    }
+
+    private static void checkState(AttentionShapes s, String name, INDArray state) {
+        if (state != null) {
+            s.requireShape(OP, name, state, s.batch(), s.heads(), s.headDim(), s.headDim());
+        }
+    }
+
+    @Override
+    public String toString() {
+        return OP + "{chunk=" + chunk + ", threads=" + (threads == 0 ? "per core" : threads) + "}";
+    }
+}

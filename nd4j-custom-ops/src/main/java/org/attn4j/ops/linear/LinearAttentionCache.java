@@ -1,0 +1,24 @@
+package org.attn4j.ops.linear;
+
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * The state entering every chunk, kept by the forward pass so the backward pass need not rebuild it
+ * (LASP section 2.3, "KV state caching"): {@code [B, H, T, D, D]} for T chunks of size {@code chunk}.
+ * Opaque to callers; valid only for the inputs and op it came from.
+ */
+public final class LinearAttentionCache {
+
+    final INDArray states;
+    final int chunk;
+
+    LinearAttentionCache(INDArray states, int chunk) {
+        this.states = states;
+        this.chunk = chunk;
+    }
+
+    /** Bytes held by the cached states. */
+    public long bytes() {
+        return states == null ? 0 : states.length() * states.dataType().width();
+    }
+}

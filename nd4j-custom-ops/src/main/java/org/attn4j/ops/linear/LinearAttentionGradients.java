@@ -1,0 +1,15 @@
+package org.attn4j.ops.linear;
+
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * Gradients of a linear attention call.
+ *
+ * @param dq   {@code [B, H, N, D]}
+ * @param dk   {@code [B, Hkv, N, D]}
+ * @param dv   {@code [B, Hkv, N, D]}
+ * @param dKvIn gradient with respect to the incoming state {@code kvIn} {@code [B, H, D, D]}: what a
+ *              sequence-parallel worker sends back to the worker before it (LASP algorithm 3, dKV)
+ */
+public record LinearAttentionGradients(INDArray dq, INDArray dk, INDArray dv, INDArray dKvIn) {
+}

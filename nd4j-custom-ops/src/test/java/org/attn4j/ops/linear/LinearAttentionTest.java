@@ -1,0 +1,331 @@
+package org.attn4j.ops.linear;
+
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.util.stream.Stream;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+
+/** The chunked linear attention op against the plain recurrence, and its state API. */
+class LinearAttentionTest {
+
+    static Stream<Arguments> cases() {
+        // n, d, batch, heads, kvHeads, chunk, lambdas (one value = shared)
+        return Stream.of(
+                Arguments.of(1, 8, 1, 1, 1, 4, new double[] {0.9}),
+                Arguments.of(7, 8, 2, 2, 1, 3, new double[] {1.0}),
+                Arguments.of(7, 24, 1, 4, 2, 7, new double[] {0.5, 0.8, 0.95, 1.0}),
+                Arguments.of(113, 16, 2, 2, 2, 16, new double[] {0.97}),
+                Arguments.of(113, 8, 1, 4, 1, 113, new double[] {0.9, 0.99, 0.999, 1.0}),
+                Arguments.of(203, 24, 1, 2, 1, 29, new double[] {1.0}),
+                Arguments.of(203, 8, 2, 3, 3, 64, Decay.transNormerSlopes(3).values()),
+                Arguments.of(203, 16, 1, 2, 2, 1, new double[] {0.8}));
+    }
+
+    @ParameterizedTest(name = "n={0} d={1} b={2} h={3} hkv={4} chunk={5}")
+    @MethodSource("cases")
+    void matchesRecurrenceForwardAndBackward(int n, int d, int b, int h, int hkv, int chunk, double[] lambdas) {
+        long seed = 31L * n + d + 7L * chunk;
+        Decay decay = Decay.perHead(lambdas);
+        LinearAttention op = LinearAttention.withChunk(chunk, 2);
+        check(seed, DataType.DOUBLE, b, h, hkv, n, d, decay, true, op, 1e-12);
+        check(seed, DataType.FLOAT, b, h, hkv, n, d, decay, true, op, 1e-5);
+    }
+
+    @Test
+    void nonCausalMatchesRightProduct() {
+        LinearAttention op = LinearAttention.defaults();
+        check(5, DataType.DOUBLE, 2, 4, 2, 113, 8, Decay.none(), false, op, 1e-12);
+        check(6, DataType.FLOAT, 1, 2, 1, 7, 24, Decay.none(), false, op, 1e-5);
+    }
+
+    @Test
+    void twoHalvesWithStatePassedEqualTheWholeSequence() {
+        for (boolean causal : new boolean[] {true, false}) {
+            int n = 203;
+            int cut = 90;
+            Decay decay = causal ? Decay.perHead(0.9, 0.99) : Decay.none();
+            INDArray q = randn(1, DataType.DOUBLE, 2, 2, n, 16);
+            INDArray k = randn(2, DataType.DOUBLE, 2, 1, n, 16);
+            INDArray v = randn(3, DataType.DOUBLE, 2, 1, n, 16);
+            INDArray g = randn(4, DataType.DOUBLE, 2, 2, n, 16);
+            LinearAttention op = LinearAttention.withChunk(32, 2);
+            LinearAttentionOutput whole = op.forward(q, k, v, decay, causal, null);
+            LinearAttentionGradients wholeGrad = op.backward(q, k, v, decay, causal, null, g, null, whole.cache());
+
+            LinearAttentionOutput first = op.forward(part(q, 0, cut), part(k, 0, cut), part(v, 0, cut), decay, causal,
+                    null);
+            LinearAttentionOutput second = op.forward(part(q, cut, n), part(k, cut, n), part(v, cut, n), decay, causal,
+                    first.kvOut());
+            LinearAttentionGradients secondGrad = op.backward(part(q, cut, n), part(k, cut, n), part(v, cut, n), decay,
+                    causal, first.kvOut(), part(g, cut, n), null, second.cache());
+            LinearAttentionGradients firstGrad = op.backward(part(q, 0, cut), part(k, 0, cut), part(v, 0, cut), decay,
+                    causal, null, part(g, 0, cut), secondGrad.dKvIn(), first.cache());
+            String ctx = "causal=" + causal;
+            if (causal) {
+                assertClose("O", Nd4j.concat(2, first.output(), second.output()), whole.output(), 1e-12, ctx);
+                assertClose("kvOut", second.kvOut(), whole.kvOut(), 1e-12, ctx);
+                assertClose("dQ", Nd4j.concat(2, firstGrad.dq(), secondGrad.dq()), wholeGrad.dq(), 1e-12, ctx);
+                assertClose("dK", Nd4j.concat(2, firstGrad.dk(), secondGrad.dk()), wholeGrad.dk(), 1e-12, ctx);
+                assertClose("dV", Nd4j.concat(2, firstGrad.dv(), secondGrad.dv()), wholeGrad.dv(), 1e-12, ctx);
+                assertClose("dKvIn", firstGrad.dKvIn(), wholeGrad.dKvIn(), 1e-12, ctx);
+            } else {
+                // Non-causal halves see only their prefix state: the chain gives the prefix-sum form.
+                assertClose("kvOut", second.kvOut(), whole.kvOut(), 1e-12, ctx);
+            }
+        }
+    }
+
+    @Test
+    void missingCacheIsRebuiltWithTheSameResult() {
+        INDArray q = randn(1, DataType.DOUBLE, 1, 2, 50, 8);
+        INDArray k = randn(2, DataType.DOUBLE, 1, 2, 50, 8);
+        INDArray v = randn(3, DataType.DOUBLE, 1, 2, 50, 8);
+        INDArray g = randn(4, DataType.DOUBLE, 1, 2, 50, 8);
+        INDArray kvIn = randn(5, DataType.DOUBLE, 1, 2, 8, 8);
+        LinearAttention op = LinearAttention.withChunk(16, 1);
+        Decay decay = Decay.of(0.9);
+        LinearAttentionOutput out = op.forward(q, k, v, decay, true, kvIn);
+        LinearAttentionGradients a = op.backward(q, k, v, decay, true, kvIn, g, null, out.cache());
+        LinearAttentionGradients b = op.backward(q, k, v, decay, true, kvIn, g, null, null);
+        assertClose("dQ", a.dq(), b.dq(), 0, "");
+        assertClose("dKvIn", a.dKvIn(), b.dKvIn(), 0, "");
+    }
+
+    @Test
+    void rejectsBadInputWithNamedExpectedAndActualValues() {
+        LinearAttention op = LinearAttention.defaults();
+        INDArray q = randn(1, DataType.FLOAT, 1, 4, 10, 8);
+        INDArray k = randn(1, DataType.FLOAT, 1, 2, 10, 8);
+        assertMessage(() -> Decay.of(1.5), "lambda must be in (0, 1], got 1.5");
+        assertMessage(() -> Decay.of(0.0), "lambda must be in (0, 1], got 0.0");
+        assertMessage(() -> Decay.perHead(0.9, Double.NaN), "got NaN for head 1");
+        assertMessage(() -> LinearAttention.withChunk(0, 1), "chunk size must be >= 1, got 0");
+        assertMessage(() -> op.forward(q, k, k, Decay.perHead(0.9, 0.9, 0.9), true, null),
+                "3 decay values for 4 query heads");
+        assertMessage(() -> op.forward(q, k, k, Decay.of(0.9), true, Nd4j.zeros(DataType.FLOAT, 1, 4, 8, 7)),
+                "kvIn must have shape [1, 4, 8, 8], got [1, 4, 8, 7]");
+        assertMessage(() -> op.forward(q, k, k, Decay.of(0.9), false, null), "needs causal attention");
+        assertMessage(() -> op.forward(q, randn(1, DataType.FLOAT, 1, 3, 10, 8), randn(1, DataType.FLOAT, 1, 3, 10, 8),
+                Decay.none(), true, null), "k has 3 heads, q has 4");
+        assertMessage(() -> op.forward(q, randn(1, DataType.FLOAT, 1, 2, 9, 8), randn(1, DataType.FLOAT, 1, 2, 9, 8),
+                Decay.none(), true, null), "k has 9 positions, q has 10");
+        LinearAttentionOutput out = op.forward(q, k, k, Decay.none(), true, null);
+        assertMessage(() -> LinearAttention.withChunk(3, 1).backward(q, k, k, Decay.none(), true, null, q, null,
+                out.cache()), "the cache does not belong to this call");
+    }
+
+    private static void assertMessage(Runnable call, String expected) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, call::run);
+        assertTrue(e.getMessage().contains(expected), "message '" + e.getMessage() + "' lacks '" + expected + "'");
+    }
+
+    private static void check(long seed, DataType type, int b, int h, int hkv, int n, int d, Decay decay,
+                              boolean causal, LinearAttention op, double tol) {
+        INDArray q = randn(seed, type, b, h, n, d);
+        INDArray k = randn(seed + 1, type, b, hkv, n, d);
+        INDArray v = randn(seed + 2, type, b, hkv, n, d);
+        INDArray g = randn(seed + 3, type, b, h, n, d);
+        INDArray kvIn = randn(seed + 4, type, b, h, d, d);
+        INDArray dKvOut = randn(seed + 5, type, b, h, d, d);
+        Recurrence ref = new Recurrence(q, k, v, g, kvIn, dKvOut, decay, causal);
+        LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn);
+        LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache());
+        String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op;
+        assertClose("O", out.output(), Nd4j.create(ref.o), tol, ctx);
+        assertClose("kvOut", out.kvOut(), Nd4j.create(ref.kvOut), tol, ctx);
+        assertClose("dQ", grad.dq(), Nd4j.create(ref.dq), tol, ctx);
+        assertClose("dK", grad.dk(), Nd4j.create(ref.dk), tol, ctx);
+        assertClose("dV", grad.dv(), Nd4j.create(ref.dv), tol, ctx);
+        assertClose("dKvIn", grad.dKvIn(), Nd4j.create(ref.dKvIn), tol, ctx);
+    }
+
+    static INDArray part(INDArray a, int from, int to) {
+        return a.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(from, to), NDArrayIndex.all());
+    }
+
+    static INDArray randn(long seed, DataType type, long... shape) {
+        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);
+    }
+
+    static void assertClose(String what, INDArray actual, INDArray expected, double tol, String ctx) {
+        double[] a = actual.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+        double[] e = expected.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+        double diff = 0;
+        double ref = 0;
+        for (int i = 0; i < e.length; i++) {
+            diff = Math.max(diff, Math.abs(a[i] - e[i]));
+            ref = Math.max(ref, Math.abs(e[i]));
+            if (Double.isNaN(a[i])) {
+                fail(what + " has NaN (" + ctx + ")");
+            }
+        }
+        double err = ref == 0 ? diff : diff / ref;
+        if (!(err <= tol)) {
+            fail(what + ": relative error " + err + " > " + tol + " (" + ctx + ")");
+        }
+    }
+
+    /** The plain float64 recurrence {@code kv_s = lambda kv_(s-1) + k_s v_s^T}, {@code o_s = q_s^T kv_s}. */
+    static final class Recurrence {
+        final double[][][][] o;
+        final double[][][][] kvOut;
+        final double[][][][] dq;
+        final double[][][][] dk;
+        final double[][][][] dv;
+        final double[][][][] dKvIn;
+
+        Recurrence(INDArray qa, INDArray ka, INDArray va, INDArray ga, INDArray kvIna, INDArray dKvOuta,
+                   Decay decay, boolean causal) {
+            double[][][][] q = java4(qa);
+            double[][][][] k = java4(ka);
+            double[][][][] v = java4(va);
+            double[][][][] g = java4(ga);
+            double[][][][] kvIn = java4(kvIna);
+            double[][][][] dKvOut = java4(dKvOuta);
+            int bs = q.length;
+            int hs = q[0].length;
+            int n = q[0][0].length;
+            int d = q[0][0][0].length;
+            int group = hs / k[0].length;
+            o = new double[bs][hs][n][d];
+            kvOut = new double[bs][hs][d][d];
+            dq = new double[bs][hs][n][d];
+            dk = new double[bs][k[0].length][n][d];
+            dv = new double[bs][k[0].length][n][d];
+            dKvIn = new double[bs][hs][d][d];
+            for (int b = 0; b < bs; b++) {
+                for (int h = 0; h < hs; h++) {
+                    int hk = h / group;
+                    double lambda = decay.lambda(h);
+                    double[][][] states = new double[n][][];
+                    double[][] kv = copy(kvIn[b][h]);
+                    if (!causal) {
+                        for (int s = 0; s < n; s++) {
+                            addOuter(kv, k[b][hk][s], v[b][hk][s], 1.0);
+                        }
+                    }
+                    for (int s = 0; s < n; s++) {
+                        if (causal) {
+                            scale(kv, lambda);
+                            addOuter(kv, k[b][hk][s], v[b][hk][s], 1.0);
+                        }
+                        states[s] = copy(kv);
+                        o[b][h][s] = vecMat(q[b][h][s], kv);
+                    }
+                    kvOut[b][h] = copy(kv);
+                    double[][] hGrad = copy(dKvOut[b][h]);
+                    double[][] total = new double[d][d];
+                    for (int s = n - 1; s >= 0; s--) {
+                        double[][] gs = causal ? copy(hGrad) : total;
+                        addOuter(gs, q[b][h][s], g[b][h][s], 1.0);
+                        dq[b][h][s] = matVec(states[s], g[b][h][s]);
+                        if (causal) {
+                            accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
+                            accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
+                            hGrad = gs;
+                            scale(hGrad, lambda);
+                        }
+                    }
+                    if (causal) {
+                        dKvIn[b][h] = hGrad;
+                    } else {
+                        double[][] gs = total;
+                        add(gs, dKvOut[b][h]);
+                        for (int s = 0; s < n; s++) {
+                            accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
+                            accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
+                        }
+                        dKvIn[b][h] = gs;
+                    }
+                }
+            }
+        }
+
+        static double[][][][] java4(INDArray a) {
+            long[] sh = a.shape();
+            double[] flat = a.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+            double[][][][] out = new double[(int) sh[0]][(int) sh[1]][(int) sh[2]][(int) sh[3]];
+            int i = 0;
+            for (double[][][] x : out) {
+                for (double[][] y : x) {
+                    for (double[] z : y) {
+                        for (int c = 0; c < z.length; c++) {
+                            z[c] = flat[i++];
+                        }
+                    }
+                }
+            }
+            return out;
+        }
+
+        static double[][] copy(double[][] m) {
+            double[][] c = new double[m.length][];
+            for (int i = 0; i < m.length; i++) {
+                c[i] = m[i].clone();
+            }
+            return c;
+        }
+
+        static void scale(double[][] m, double f) {
+            for (double[] r : m) {
+                for (int j = 0; j < r.length; j++) {
+                    r[j] *= f;
+                }
+            }
+        }
+
+        static void add(double[][] m, double[][] x) {
+            for (int i = 0; i < m.length; i++) {
+                for (int j = 0; j < m[i].length; j++) {
+                    m[i][j] += x[i][j];
+                }
+            }
+        }
+
+        static void addOuter(double[][] m, double[] a, double[] b, double f) {
+            for (int i = 0; i < a.length; i++) {
+                for (int j = 0; j < b.length; j++) {
+                    m[i][j] += f * a[i] * b[j];
+                }
+            }
+        }
+
+        /** {@code x^T M}. */
+        static double[] vecMat(double[] x, double[][] m) {
+            double[] r = new double[m[0].length];
+            for (int i = 0; i < x.length; i++) {
+                for (int j = 0; j < r.length; j++) {
+                    r[j] += x[i] * m[i][j];
+                }
+            }
+            return r;
+        }
+
+        /** {@code M x}. */
+        static double[] matVec(double[][] m, double[] x) {
+            double[] r = new double[m.length];
+            for (int i = 0; i < m.length; i++) {
+                for (int j = 0; j < x.length; j++) {
+                    r[i] += m[i][j] * x[j];
+                }
+            }
+            return r;
+        }
+
+        static void accumulate(double[] into, double[] x) {
+            for (int i = 0; i < into.length; i++) {
+                into[i] += x[i];
+            }
+        }
+    }
+}
