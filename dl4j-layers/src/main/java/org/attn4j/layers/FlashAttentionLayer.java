@@ -49,7 +49,8 @@ public class FlashAttentionLayer extends FeedForwardLayer {
     private int slidingWindow;
     /** Score scale; null means {@code 1 / sqrt(headSize)}. */
     private Double scale;
-    private RNNFormat rnnDataFormat = RNNFormat.NCW;
+    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
+    private RNNFormat rnnDataFormat;
 
     /** For JSON deserialisation only; use {@link Builder}. */
     private FlashAttentionLayer() {
@@ -83,7 +84,6 @@ public class FlashAttentionLayer extends FeedForwardLayer {
         require(slidingWindow >= 0, who + ": slidingWindow must be >= 0 (0 = none), got " + slidingWindow);
         require(scale == null || (scale > 0 && Double.isFinite(scale)),
                 who + ": scale must be finite and > 0, got " + scale);
-        require(rnnDataFormat != null, who + ": rnnDataFormat must be NCW or NWC, got null");
         require(nIn >= 0, who + ": nIn must be > 0, got " + nIn);
         require(nOut >= 0, who + ": nOut must be > 0, got " + nOut);
         if (headSize == 0 && nOut > 0) {
@@ -114,6 +114,11 @@ public class FlashAttentionLayer extends FeedForwardLayer {
     /** The score scale in use: {@code scale} if set, else {@code 1 / sqrt(effectiveHeadSize())}. */
     public double effectiveScale() {
         return scale != null ? scale : 1.0 / Math.sqrt(effectiveHeadSize());
+    }
+
+    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
+    public RNNFormat dataFormat() {
+        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
     }
 
     /**
@@ -150,12 +155,12 @@ public class FlashAttentionLayer extends FeedForwardLayer {
     @Override
     public InputType getOutputType(int layerIndex, InputType inputType) {
         InputType.InputTypeRecurrent r = requireRecurrent(inputType);
-        return InputType.recurrent(nOut, r.getTimeSeriesLength(), rnnDataFormat);
+        return InputType.recurrent(nOut, r.getTimeSeriesLength(), dataFormat());
     }
 
     /**
-     * Takes nIn (if unset or {@code override}) and the data format (if {@code override}) from a recurrent
-     * input type, as DL4J's recurrent layers do.
+     * Takes nIn and the data format from a recurrent input type where they are unset or {@code override}
+     * is true, as DL4J's recurrent layers do.
      *
      * @throws IllegalStateException if the input is not recurrent
      */
@@ -180,7 +185,7 @@ public class FlashAttentionLayer extends FeedForwardLayer {
     /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
     @Override
     public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
-        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, rnnDataFormat, getLayerName());
+        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
     }
 
     /** Approximate: parameters, plus per example the projections, attention output and output. */
@@ -263,16 +268,17 @@ public class FlashAttentionLayer extends FeedForwardLayer {
         this.scale = scale;
     }
 
-    /** Layout of input and output: NCW {@code [B, features, N]} or NWC {@code [B, N, features]}. */
+    /** Configured layout, NCW {@code [B, features, N]} or NWC {@code [B, N, features]}; null if unset. */
     public RNNFormat getRnnDataFormat() {
         return rnnDataFormat;
     }
 
-    /** Sets the layout of input and output (for JSON). */
+    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
     public void setRnnDataFormat(RNNFormat rnnDataFormat) {
         this.rnnDataFormat = rnnDataFormat;
     }
 
+    /** Equal when the DL4J settings and every attention setting are equal. */
     @Override
     public boolean equals(Object o) {
         if (o == this) {
@@ -292,12 +298,14 @@ public class FlashAttentionLayer extends FeedForwardLayer {
         return other instanceof FlashAttentionLayer;
     }
 
+    /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
         return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, slidingWindow, scale,
                 rnnDataFormat);
     }
 
+    /** The attention settings, for logs and messages. */
     @Override
     public String toString() {
         return NAME + "(name=" + layerName + ", nIn=" + nIn + ", nOut=" + nOut + ", nHeads=" + nHeads
@@ -308,8 +316,11 @@ public class FlashAttentionLayer extends FeedForwardLayer {
 
     /**
      * Builder for {@link FlashAttentionLayer}. Defaults: nKvHeads = nHeads, headSize = nOut / nHeads,
-     * not causal, no window, scale {@code 1 / sqrt(headSize)}, NCW, identity activation.
+     * not causal, no window, scale {@code 1 / sqrt(headSize)}, the input type's format or NCW, identity
+     * activation.
      */
+    // unchecked: DL4J declares build() as the generic <E extends Layer> E build(); javac flags the override
+    @SuppressWarnings("unchecked")
     public static class Builder extends FeedForwardLayer.Builder<Builder> {
         private int nHeads = 1;
         private int nKvHeads;
@@ -317,7 +328,7 @@ public class FlashAttentionLayer extends FeedForwardLayer {
         private boolean causal;
         private int slidingWindow;
         private Double scale;
-        private RNNFormat rnnDataFormat = RNNFormat.NCW;
+        private RNNFormat rnnDataFormat;
 
         /** A builder with the defaults above. */
         public Builder() {
@@ -361,7 +372,7 @@ public class FlashAttentionLayer extends FeedForwardLayer {
             return this;
         }
 
-        /** Input and output layout, NCW (default) or NWC. */
+        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
         public Builder dataFormat(RNNFormat format) {
             this.rnnDataFormat = format;
             return this;
@@ -373,7 +384,6 @@ public class FlashAttentionLayer extends FeedForwardLayer {
          * @throws IllegalArgumentException naming the offending setting, expected and actual value
          */
         @Override
-        @SuppressWarnings("unchecked") // DL4J declares build() as the generic <E extends Layer> E build()
         public FlashAttentionLayer build() {
             return new FlashAttentionLayer(this);
         }

@@ -43,7 +43,7 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
     private final FlashAttention attention = FlashAttention.defaults();
     private transient Saved saved;
 
-    /** What backprop needs from the training forward; all arrays detached from workspaces. */
+    /** What backprop needs from the training forward: the input and mask it saw (by identity), the rest detached. */
     private record Saved(INDArray inputRef, INDArray maskRef, AttentionMask mask, INDArray rowMask, INDArray x,
                          INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse, INDArray merged,
                          INDArray z) {
@@ -71,9 +71,7 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         applyDropOutIfNecessary(training, workspaceMgr);
         Saved f;
         if (training) {
-            try (MemoryWorkspace ignored = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
-                f = forward(true, workspaceMgr);
-            }
+            f = forwardOutsideWorkspaces(workspaceMgr);
             saved = f;
         } else {
             saved = null;
@@ -83,9 +81,7 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         if (f.rowMask() != null) {
             y.muliColumnVector(f.rowMask());
         }
-        INDArray out = workspaceMgr.createUninitialized(ArrayType.ACTIVATIONS, dataType, input.shape(0),
-                layerConf().getNOut(), timeSteps());
-        return fromRows(y, out);
+        return fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
     }
 
     /**
@@ -99,9 +95,7 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         assertInputSet(true);
         Saved f = saved;
         if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
-            try (MemoryWorkspace ignored = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
-                f = forward(true, workspaceMgr);
-            }
+            f = forwardOutsideWorkspaces(workspaceMgr);
         }
         saved = null;
         FlashAttentionLayer c = layerConf();
@@ -129,10 +123,7 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         }
         weightNoiseParams.clear();
 
-        INDArray epsOut = workspaceMgr.createUninitialized(ArrayType.ACTIVATION_GRAD, dataType, input.shape(0),
-                c.getNIn(), n);
-        epsOut = fromRows(dx, epsOut);
-        epsOut = backpropDropOutIfPresent(epsOut);
+        INDArray epsOut = backpropDropOutIfPresent(fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD));
         return new Pair<>(gradient, epsOut);
     }
 
@@ -145,6 +136,16 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         gradientViews.get(bKey).assign(dOut.sum(true, 0));
         INDArray w = getParamWithNoise(wKey, true, workspaceMgr);
         return dOut.mmul(w.transpose());
+    }
+
+    /** A training forward whose arrays outlive the workspaces open now, so that backprop can use them. */
+    private Saved forwardOutsideWorkspaces(LayerWorkspaceMgr workspaceMgr) {
+        MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces();
+        try {
+            return forward(true, workspaceMgr);
+        } finally {
+            outside.close();
+        }
     }
 
     /** Projections, attention and output projection (before the activation), as rows. */
@@ -182,11 +183,11 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
     }
 
     private void checkInput(FlashAttentionLayer c) {
-        long features = input.rank() == 3 ? input.size(c.getRnnDataFormat() == RNNFormat.NCW ? 1 : 2) : -1;
+        long features = input.rank() == 3 ? input.size(c.dataFormat() == RNNFormat.NCW ? 1 : 2) : -1;
         if (features != c.getNIn()) {
-            String expected = c.getRnnDataFormat() == RNNFormat.NCW ? "[B, nIn, N]" : "[B, N, nIn]";
+            String expected = c.dataFormat() == RNNFormat.NCW ? "[B, nIn, N]" : "[B, N, nIn]";
             throw new DL4JInvalidInputException("FlashAttentionLayer: input must have shape " + expected
-                    + " with nIn = " + c.getNIn() + " (" + c.getRnnDataFormat() + "), got "
+                    + " with nIn = " + c.getNIn() + " (" + c.dataFormat() + "), got "
                     + Arrays.toString(input.shape()) + " " + layerId());
         }
         if (maskArray != null && (maskArray.rank() != 2 || maskArray.size(0) != input.size(0)
@@ -198,27 +199,26 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
     }
 
     private long timeSteps() {
-        return input.size(layerConf().getRnnDataFormat() == RNNFormat.NCW ? 2 : 1);
+        return input.size(layerConf().dataFormat() == RNNFormat.NCW ? 2 : 1);
     }
 
     /** {@code [B, F, N]} (NCW) or {@code [B, N, F]} (NWC) to a fresh C-order {@code [B*N, F]}. */
     private INDArray toRows(INDArray a, long features) {
-        INDArray bnf = layerConf().getRnnDataFormat() == RNNFormat.NCW ? a.permute(0, 2, 1) : a;
+        INDArray bnf = layerConf().dataFormat() == RNNFormat.NCW ? a.permute(0, 2, 1) : a;
         return bnf.dup('c').reshape('c', a.size(0) * bnf.size(1), features);
     }
 
-    /** Rows {@code [B*N, F]} into {@code target} shaped {@code [B, F, N]}; NWC reinterprets it as {@code [B, N, F]}. */
-    private INDArray fromRows(INDArray rows, INDArray target) {
-        long b = target.size(0);
-        long f = target.size(1);
-        long n = target.size(2);
-        if (layerConf().getRnnDataFormat() == RNNFormat.NCW) {
-            target.assign(rows.reshape('c', b, n, f).permute(0, 2, 1));
-            return target;
+    /** Rows {@code [B*N, F]} to a new array of the given type in this layer's layout. */
+    private INDArray fromRows(INDArray rows, LayerWorkspaceMgr workspaceMgr, ArrayType type) {
+        long b = input.size(0);
+        long n = timeSteps();
+        long f = rows.size(1);
+        INDArray bnf = rows.reshape('c', b, n, f);
+        if (layerConf().dataFormat() == RNNFormat.NCW) {
+            INDArray out = workspaceMgr.createUninitialized(type, dataType, new long[] {b, f, n}, 'c');
+            return out.assign(bnf.permute(0, 2, 1));
         }
-        INDArray nwc = target.reshape('c', b, n, f);
-        nwc.assign(rows.reshape('c', b, n, f));
-        return nwc;
+        return workspaceMgr.createUninitialized(type, dataType, new long[] {b, n, f}, 'c').assign(bnf);
     }
 
     /** Rows {@code [B*N, h*hs]} to C-order heads {@code [B, h, N, hs]}. */

@@ -69,11 +69,13 @@ public final class FlashAttentionParamInitializer implements ParamInitializer {
         return s;
     }
 
+    /** Parameter count of the configuration's {@link FlashAttentionLayer}. */
     @Override
     public long numParams(NeuralNetConfiguration conf) {
         return numParams(conf.getLayer());
     }
 
+    /** {@code nIn*(H + 2 Hkv)*hs + (H + 2 Hkv)*hs + H*hs*nOut + nOut}; the layer must be a FlashAttentionLayer. */
     @Override
     public long numParams(Layer layer) {
         long n = 0;
@@ -83,26 +85,31 @@ public final class FlashAttentionParamInitializer implements ParamInitializer {
         return n;
     }
 
+    /** All keys, in flat-vector order. */
     @Override
     public List<String> paramKeys(Layer layer) {
         return KEYS;
     }
 
+    /** {@code Wq, Wk, Wv, Wo}. */
     @Override
     public List<String> weightKeys(Layer layer) {
         return WEIGHT_KEYS;
     }
 
+    /** {@code bq, bk, bv, bo}. */
     @Override
     public List<String> biasKeys(Layer layer) {
         return BIAS_KEYS;
     }
 
+    /** Whether {@code key} is one of {@link #weightKeys}. */
     @Override
     public boolean isWeightParam(Layer layer, String key) {
         return WEIGHT_KEYS.contains(key);
     }
 
+    /** Whether {@code key} is one of {@link #biasKeys}. */
     @Override
     public boolean isBiasParam(Layer layer, String key) {
         return BIAS_KEYS.contains(key);
@@ -118,6 +125,10 @@ public final class FlashAttentionParamInitializer implements ParamInitializer {
     public Map<String, INDArray> init(NeuralNetConfiguration conf, INDArray paramsView, boolean initializeParams) {
         FlashAttentionLayer layer = cast(conf.getLayer());
         Map<String, INDArray> views = slice(layer, paramsView, "parameter");
+        // DL4J's own initializers register their keys; BaseLayer.setParams and the optimizer read this list
+        for (String key : KEYS) {
+            conf.addVariable(key);
+        }
         if (initializeParams) {
             for (Map.Entry<String, INDArray> e : views.entrySet()) {
                 INDArray view = e.getValue();
