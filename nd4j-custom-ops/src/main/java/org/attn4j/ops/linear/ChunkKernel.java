@@ -18,10 +18,13 @@ final class ChunkKernel {
     private final AttentionShapes s;
     private final ChunkPlan plan;
     private final Map<Long, INDArray> buffers = new HashMap<>();
+    /** This thread's share of dL/dlambda per query head, when asked for. */
+    final double[] dDecay;
 
-    ChunkKernel(AttentionShapes s, ChunkPlan plan) {
+    ChunkKernel(AttentionShapes s, ChunkPlan plan, boolean decayGradient) {
         this.s = s;
         this.plan = plan;
+        this.dDecay = decayGradient ? new double[s.heads()] : null;
     }
 
     /** Forward phase 1, chunk t of (b, h): {@code O_t = [(Q K^T) . M] V} and the chunk's own state. */
@@ -96,11 +99,14 @@ final class ChunkKernel {
             INDArray dqt = Views.matrix(dq, qOff, c, d);
             INDArray dp = buffer(0, c, c);
             Nd4j.gemm(dot, vt, dp, false, true, 1.0, 0.0);
+            INDArray a = buffer(4, c, c);
+            Nd4j.gemm(qt, kt, a, false, true, 1.0, 0.0);
+            if (dDecay != null) {
+                dDecay[h] += decayIntra(tab, qt, dot, a, dp, plan.state(states, b, h, t), c);
+            }
             dp.muli(tab.mask);
             Nd4j.gemm(dp, kt, dqt, false, false, 1.0, 0.0);
             Nd4j.gemm(dp, qt, dkt, true, false, 1.0, 1.0);
-            INDArray a = buffer(4, c, c);
-            Nd4j.gemm(qt, kt, a, false, true, 1.0, 0.0);
             a.muli(tab.mask);
             Nd4j.gemm(a, dot, dvt, true, false, 1.0, 1.0);
             INDArray doa = buffer(1, c, d).assign(dot).muliColumnVector(tab.in);
@@ -135,7 +141,8 @@ final class ChunkKernel {
     }
 
     /** Backward phase 3, chunk t of (b, hk): dK and dV's inter parts from the leaving-state gradients. */
-    void backwardInter(INDArray k, INDArray v, INDArray dStates, INDArray dk, INDArray dv, int b, int hk, int t) {
+    void backwardInter(INDArray k, INDArray v, INDArray states, INDArray dStates, INDArray dk, INDArray dv, int b,
+                       int hk, int t) {
         int c = plan.length(t);
         int d = s.headDim();
         long kOff = plan.kOffset(b, hk, t);
@@ -149,7 +156,41 @@ final class ChunkKernel {
             Nd4j.gemm(vb, leaving, Views.matrix(dk, kOff, c, d), false, true, 1.0, 1.0);
             INDArray kb = buffer(5, c, d).assign(kt).muliColumnVector(tab.out);
             Nd4j.gemm(kb, leaving, Views.matrix(dv, kOff, c, d), false, false, 1.0, 1.0);
+            if (dDecay != null) {
+                dDecay[h] += decayInter(tab, kt, vt, leaving, plan.state(states, b, h, t), c);
+            }
         }
+    }
+
+    /*
+     * dL/dlambda = sum_s <G_s, kv_(s-1)>, G_s = dL/dkv_s, since kv_s = lambda kv_(s-1) + k_s v_s^T. Split
+     * over a chunk with entering state S and leaving-state gradient H, the sum has four parts:
+     *   (a) sum_i (i+1) lambda^i q_i^T S do_i             (b) sum_(i>j) (i-j) lambda^(i-j-1) (q_i.k_j)(do_i.v_j)
+     *   (c) c lambda^(c-1) <H, S>                          (d) sum_j (c-1-j) lambda^(c-2-j) k_j^T H v_j
+     * (a) and (b) come from the intra pass, (c) and (d) from the inter pass.
+     */
+    private double decayIntra(ChunkTables tab, INDArray qt, INDArray dot, INDArray scores, INDArray dp,
+                              INDArray entering, int c) {
+        double b = scores.mul(dp).muli(tab.maskSlope).sumNumber().doubleValue();
+        double[] x = qt.mmul(entering).muli(dot).sum(1).castTo(org.nd4j.linalg.api.buffer.DataType.DOUBLE)
+                .toDoubleVector();
+        double a = 0;
+        for (int i = 0; i < c; i++) {
+            a += tab.inSlope[i] * x[i];
+        }
+        return a + b;
+    }
+
+    private double decayInter(ChunkTables tab, INDArray kt, INDArray vt, INDArray leaving, INDArray entering,
+                              int c) {
+        double cTerm = tab.wholeSlope * leaving.mul(entering).sumNumber().doubleValue();
+        double[] y = kt.mmul(leaving).muli(vt).sum(1).castTo(org.nd4j.linalg.api.buffer.DataType.DOUBLE)
+                .toDoubleVector();
+        double dTerm = 0;
+        for (int j = 0; j < c; j++) {
+            dTerm += tab.outSlope[j] * y[j];
+        }
+        return cTerm + dTerm;
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

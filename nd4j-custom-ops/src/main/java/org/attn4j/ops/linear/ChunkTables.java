@@ -14,6 +14,7 @@ import org.nd4j.linalg.factory.Nd4j;
  *   whole      = lambda^c                             (decay of a state across the chunk)
  * </pre>
  * {@code out} replaces LASP's {@code lambda^C Lambda^-1}, which divides by tiny powers for small lambda.
+ * The {@code *Slope} members are the derivatives with respect to lambda, for a learned decay.
  */
 final class ChunkTables {
 
@@ -21,6 +22,14 @@ final class ChunkTables {
     final INDArray in;
     final INDArray out;
     final double whole;
+    /** {@code (i-j) lambda^(i-j-1)} for {@code i > j}, else 0: d mask / d lambda. */
+    final INDArray maskSlope;
+    /** {@code (c-1-j) lambda^(c-2-j)}: d out[j] / d lambda. */
+    final double[] outSlope;
+    /** {@code (r+1) lambda^r}: d in[r] / d lambda. */
+    final double[] inSlope;
+    /** {@code c lambda^(c-1)}: d whole / d lambda. */
+    final double wholeSlope;
 
     ChunkTables(double lambda, int c, DataType type) {
         double[] pow = new double[c + 1];
@@ -29,12 +38,18 @@ final class ChunkTables {
             pow[r] = pow[r - 1] * lambda;
         }
         double[][] m = new double[c][c];
+        double[][] ms = new double[c][c];
+        outSlope = new double[c];
+        inSlope = new double[c];
         double[] inw = new double[c];
         double[] outw = new double[c];
         for (int i = 0; i < c; i++) {
             for (int j = 0; j <= i; j++) {
                 m[i][j] = pow[i - j];
+                ms[i][j] = j < i ? (i - j) * pow[i - j - 1] : 0.0;
             }
+            inSlope[i] = (i + 1) * pow[i];
+            outSlope[i] = i < c - 1 ? (c - 1 - i) * pow[c - 2 - i] : 0.0;
             inw[i] = pow[i + 1];
             outw[i] = pow[c - 1 - i];
         }
@@ -42,5 +57,7 @@ final class ChunkTables {
         this.in = Nd4j.createFromArray(inw).castTo(type).reshape(c, 1);
         this.out = Nd4j.createFromArray(outw).castTo(type).reshape(c, 1);
         this.whole = pow[c];
+        this.maskSlope = Nd4j.create(ms).castTo(type);
+        this.wholeSlope = c * pow[c - 1];
     }
 }

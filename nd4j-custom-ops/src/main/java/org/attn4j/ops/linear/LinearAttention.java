@@ -36,6 +36,9 @@ import org.nd4j.linalg.factory.Nd4j;
  * pass for the backward pass ("KV state caching"); passing {@code kvOut} of one segment as {@code kvIn}
  * of the next, and {@code dKvIn} of the next back as {@code dKvOut}, equals running the whole sequence.
  *
+ * <p>For a learned decay, {@link #withDecayGradient()} also returns {@code dL/dlambda} per query head,
+ * {@code sum_s <dL/dkv_s, kv_(s-1)>} (see {@code ChunkKernel}).
+ *
  * <p>Layout {@code [B, H, N, D]}; k and v may have fewer heads (GQA: query head h reads kv head
  * {@code h / (H / Hkv)}); states are per query head, {@code [B, H, D, D]}. FLOAT or DOUBLE.
  */
@@ -45,14 +48,16 @@ public final class LinearAttention {
     public static final int DEFAULT_CHUNK = 128;
 
     private static final String OP = "LinearAttention";
-    private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0);
+    private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0, false);
 
     private final int chunk;
     private final int threads;
+    private final boolean decayGradient;
 
-    private LinearAttention(int chunk, int threads) {
+    private LinearAttention(int chunk, int threads, boolean decayGradient) {
         this.chunk = chunk;
         this.threads = threads;
+        this.decayGradient = decayGradient;
     }
 
     /** The op with the default chunk size and one thread per core. */
@@ -73,7 +78,15 @@ public final class LinearAttention {
         if (threads < 0) {
             throw new IllegalArgumentException(OP + ": threads must be >= 0 (0 = one per core), got " + threads);
         }
-        return new LinearAttention(chunk, threads);
+        return new LinearAttention(chunk, threads, false);
+    }
+
+    /**
+     * This op, also computing dL/dlambda per query head in {@link LinearAttentionGradients#dDecay()} (for a
+     * learned decay); costs a few more element-wise tile operations in the backward pass.
+     */
+    public LinearAttention withDecayGradient() {
+        return new LinearAttention(chunk, threads, true);
     }
 
     /**
@@ -105,12 +118,12 @@ public final class LinearAttention {
         INDArray states = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
         int perHead = plan.chunks;
         int heads = s.batch() * s.heads();
-        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan),
+        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan, false),
                 (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / perHead / s.heads(),
                         i / perHead % s.heads(), i % perHead));
-        WorkerPool.run(threads, heads, () -> new ChunkKernel(s, plan),
+        WorkerPool.run(threads, heads, () -> new ChunkKernel(s, plan, false),
                 (kern, i) -> kern.forwardScan(states, kin, kvOut, i / s.heads(), i % s.heads()));
-        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan),
+        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan, false),
                 (kern, i) -> kern.forwardInter(qc, out, states, i / perHead / s.heads(), i / perHead % s.heads(),
                         i % perHead));
         return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk));
@@ -144,28 +157,45 @@ public final class LinearAttention {
         if (!causal) {
             INDArray kin = kvIn == null ? null : Views.plain(kvIn);
             NonCausal.backward(s, qc, kc, vc, kin, doc, dkout, dq, dk, dv, dKvIn);
-            return new LinearAttentionGradients(dq, dk, dv, dKvIn);
+            // No decay in the non-causal form: its gradient is zero.
+            INDArray dDecay = decayGradient ? Nd4j.zeros(s.dataType(), s.heads()) : null;
+            return new LinearAttentionGradients(dq, dk, dv, dKvIn, dDecay);
         }
         ChunkPlan plan = new ChunkPlan(s, decay, chunk);
         INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn);
         INDArray dStates = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
         int perHead = plan.chunks;
         int kvItems = s.batch() * s.kvHeads() * perHead;
-        WorkerPool.run(threads, kvItems, () -> new ChunkKernel(s, plan),
+        int workers = WorkerPool.workers(threads, kvItems);
+        ChunkKernel[] kernels = new ChunkKernel[workers];
+        for (int w = 0; w < workers; w++) {
+            kernels[w] = new ChunkKernel(s, plan, decayGradient);
+        }
+        WorkerPool.run(workers, kvItems, w -> kernels[w],
                 (kern, i) -> kern.backwardIntra(qc, kc, vc, doc, states, dStates, dq, dk, dv,
                         i / perHead / s.kvHeads(), i / perHead % s.kvHeads(), i % perHead));
-        WorkerPool.run(threads, s.batch() * s.heads(), () -> new ChunkKernel(s, plan),
+        WorkerPool.run(Math.min(workers, s.batch() * s.heads()), s.batch() * s.heads(), w -> kernels[w],
                 (kern, i) -> kern.backwardScan(dStates, dkout, dKvIn, i / s.heads(), i % s.heads()));
-        WorkerPool.run(threads, kvItems, () -> new ChunkKernel(s, plan),
-                (kern, i) -> kern.backwardInter(kc, vc, dStates, dk, dv, i / perHead / s.kvHeads(),
+        WorkerPool.run(workers, kvItems, w -> kernels[w],
+                (kern, i) -> kern.backwardInter(kc, vc, states, dStates, dk, dv, i / perHead / s.kvHeads(),
                         i / perHead % s.kvHeads(), i % perHead));
-        return new LinearAttentionGradients(dq, dk, dv, dKvIn);
+        INDArray dDecay = null;
+        if (decayGradient) {
+            double[] sum = new double[s.heads()];
+            for (ChunkKernel k0 : kernels) {
+                for (int h = 0; h < sum.length; h++) {
+                    sum[h] += k0.dDecay[h];
+                }
+            }
+            dDecay = Nd4j.createFromArray(sum).castTo(s.dataType());
+        }
+        return new LinearAttentionGradients(dq, dk, dv, dKvIn, dDecay);
     }
 
     private INDArray cachedStates(AttentionShapes s, ChunkPlan plan, LinearAttentionCache cache, INDArray q,
                                   INDArray k, INDArray v, Decay decay, INDArray kvIn) {
         if (cache == null) {
-            return forward(q, k, v, decay, true, kvIn).cache().states;
+            return DEFAULTS.withChunkOf(plan.chunk, threads).forward(q, k, v, decay, true, kvIn).cache().states;
         }
         long[] expected = {s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim()};
         if (cache.states == null || cache.chunk != plan.chunk
@@ -176,6 +206,10 @@ public final class LinearAttention {
                     + " with chunk " + cache.chunk));
         }
         return cache.states;
+    }
+
+    private LinearAttention withChunkOf(int c, int t) {
+        return new LinearAttention(c, t, false);
     }
 
     private static AttentionShapes validate(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal) {

@@ -42,6 +42,45 @@ class LinearAttentionTest {
     }
 
     @Test
+    void decayGradientMatchesFiniteDifferencesOfTheRecurrence() {
+        int n = 53;
+        int d = 8;
+        double[] lambdas = {0.7, 0.93, 0.999, 1.0};
+        INDArray q = randn(11, DataType.DOUBLE, 2, 4, n, d);
+        INDArray k = randn(12, DataType.DOUBLE, 2, 2, n, d);
+        INDArray v = randn(13, DataType.DOUBLE, 2, 2, n, d);
+        INDArray g = randn(14, DataType.DOUBLE, 2, 4, n, d);
+        INDArray kvIn = randn(15, DataType.DOUBLE, 2, 4, d, d);
+        INDArray dKvOut = randn(16, DataType.DOUBLE, 2, 4, d, d);
+        LinearAttention op = LinearAttention.withChunk(16, 2).withDecayGradient();
+        for (int h = 0; h < lambdas.length; h++) {
+            double eps = 1e-6;
+            double[] up = lambdas.clone();
+            double[] down = lambdas.clone();
+            up[h] -= eps;            // stay inside (0, 1] for lambda = 1: one-sided shift of both points
+            down[h] -= 3 * eps;
+            double numeric = (loss(q, k, v, g, kvIn, dKvOut, up) - loss(q, k, v, g, kvIn, dKvOut, down)) / (2 * eps);
+            double centre = lambdas[h] - 2 * eps;
+            // Compare at the midpoint of the two samples: evaluate the op's gradient there too.
+            double[] mid = lambdas.clone();
+            mid[h] = centre;
+            LinearAttentionOutput outMid = op.forward(q, k, v, Decay.perHead(mid), true, kvIn);
+            double analytic = op.backward(q, k, v, Decay.perHead(mid), true, kvIn, g, dKvOut, outMid.cache())
+                    .dDecay().getDouble(h);
+            double rel = Math.abs(analytic - numeric) / Math.max(1e-8, Math.abs(numeric));
+            assertTrue(rel < 1e-6, "head " + h + ": analytic " + analytic + " numeric " + numeric + " rel " + rel);
+        }
+    }
+
+    /** {@code sum(O * g) + <kvOut, dKvOut>} by the plain recurrence, whose gradients the op returns. */
+    private static double loss(INDArray q, INDArray k, INDArray v, INDArray g, INDArray kvIn, INDArray dKvOut,
+                               double[] lambdas) {
+        Recurrence r = new Recurrence(q, k, v, g, kvIn, dKvOut, Decay.perHead(lambdas), true);
+        return Nd4j.create(r.o).mul(g).sumNumber().doubleValue()
+                + Nd4j.create(r.kvOut).mul(dKvOut).sumNumber().doubleValue();
+    }
+
+    @Test
     void nonCausalMatchesRightProduct() {
         LinearAttention op = LinearAttention.defaults();
         check(5, DataType.DOUBLE, 2, 4, 2, 113, 8, Decay.none(), false, op, 1e-12);
