@@ -1,0 +1,127 @@
+package org.attn4j.samples;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.util.Properties;
+
+import org.attn4j.samples.bench.BenchCommand;
+import org.attn4j.samples.check.CheckCommand;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.IExecutionExceptionHandler;
+import picocli.CommandLine.IParameterExceptionHandler;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.ParseResult;
+import picocli.CommandLine.Spec;
+
+/**
+ * The {@code attn4j} command line: {@code attn4j check}, {@code attn4j bench}, and later
+ * {@code train}, {@code plan} and {@code generate}.
+ *
+ * <p>A new subcommand is a picocli {@code @Command} class listed in {@code subcommands} below. Commands
+ * report a user's mistake by throwing {@link UserInputException}; it becomes one line on stderr and exit
+ * code {@link #EXIT_BAD_INPUT}. Command-line syntax errors exit with {@link #EXIT_USAGE}, bugs with
+ * {@link #EXIT_INTERNAL} and a stack trace.
+ */
+@Command(name = "attn4j", mixinStandardHelpOptions = true, versionProvider = Attn4jCli.Version.class,
+        description = "Exact, memory-efficient and sequence-parallel attention for DL4J / ND4J.",
+        subcommands = {CheckCommand.class, BenchCommand.class, CommandLine.HelpCommand.class})
+public final class Attn4jCli implements Runnable {
+
+    /** Exit code of a bad input (file, shape, value): the command ran and refused it. */
+    public static final int EXIT_BAD_INPUT = 1;
+    /** Exit code of a command line picocli could not parse. */
+    public static final int EXIT_USAGE = 2;
+    /** Exit code of an unexpected failure (a bug): the stack trace is printed. */
+    public static final int EXIT_INTERNAL = 70;
+
+    /**
+     * Runs the CLI and exits with its exit code.
+     *
+     * @param args command-line arguments
+     */
+    public static void main(String[] args) {
+        // The bench draws its chart with AWT; there is no display on the machines this runs on.
+        System.setProperty("java.awt.headless", "true");
+        System.exit(commandLine().execute(args));
+    }
+
+    /**
+     * The configured picocli command line, for {@link #main} and for tests that run commands in-process
+     * (set its out/err writers to capture output).
+     */
+    public static CommandLine commandLine() {
+        CommandLine cl = new CommandLine(new Attn4jCli());
+        cl.setParameterExceptionHandler(new OneLineUsageError());
+        cl.setExecutionExceptionHandler(new OneLineUserError());
+        return cl;
+    }
+
+    @Spec
+    private CommandSpec spec;
+
+    @Override
+    public void run() {
+        throw new ParameterException(spec.commandLine(), "missing subcommand; one of "
+                + String.join(", ", spec.subcommands().keySet()));
+    }
+
+    /** The command's name without the root, e.g. "check" or "bench attention", as a message prefix. */
+    static String commandName(CommandLine cl) {
+        String qualified = cl.getCommandSpec().qualifiedName(" ");
+        String root = cl.getCommandSpec().root().name();
+        return qualified.equals(root) ? root : qualified.substring(root.length() + 1);
+    }
+
+    private static String oneLine(String message) {
+        return message == null ? "" : message.strip().replaceAll("\\s*\\R\\s*", "; ");
+    }
+
+    /** Syntax errors: one line with a pointer to --help instead of picocli's full usage text. */
+    private static final class OneLineUsageError implements IParameterExceptionHandler {
+        @Override
+        public int handleParseException(ParameterException ex, String[] args) {
+            CommandLine cl = ex.getCommandLine();
+            PrintWriter err = cl.getErr();
+            String name = commandName(cl);
+            err.println(name + ": " + oneLine(ex.getMessage()) + " (see: attn4j "
+                    + (name.equals("attn4j") ? "" : name + " ") + "--help)");
+            err.flush();
+            return EXIT_USAGE;
+        }
+    }
+
+    /** User errors as one line; anything else is a bug and keeps its stack trace. */
+    private static final class OneLineUserError implements IExecutionExceptionHandler {
+        @Override
+        public int handleExecutionException(Exception ex, CommandLine cl, ParseResult parseResult) {
+            PrintWriter err = cl.getErr();
+            if (ex instanceof UserInputException) {
+                err.println(commandName(cl) + ": " + oneLine(ex.getMessage()));
+                err.flush();
+                return EXIT_BAD_INPUT;
+            }
+            err.println(commandName(cl) + ": internal error: " + ex);
+            ex.printStackTrace(err);
+            err.flush();
+            return EXIT_INTERNAL;
+        }
+    }
+
+    /** The project version, from the build-filtered {@code version.properties}. */
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() throws IOException {
+            Properties p = new Properties();
+            try (InputStream in = Attn4jCli.class.getResourceAsStream("version.properties")) {
+                if (in != null) {
+                    p.load(in);
+                }
+            }
+            return new String[] {"attn4j " + p.getProperty("version", "(unknown version)")};
+        }
+    }
+}

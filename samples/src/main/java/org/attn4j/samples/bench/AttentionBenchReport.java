@@ -1,0 +1,222 @@
+package org.attn4j.samples.bench;
+
+import java.awt.BasicStroke;
+import java.awt.Color;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+
+import org.attn4j.samples.bench.BenchResult.Impl;
+import org.attn4j.samples.bench.BenchResult.Pass;
+import org.attn4j.samples.bench.BenchResult.Status;
+import org.knowm.xchart.BitmapEncoder;
+import org.knowm.xchart.XYChart;
+import org.knowm.xchart.XYChartBuilder;
+import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.markers.SeriesMarkers;
+
+/**
+ * Writes the attention benchmark's results: {@code bench-attention.csv} (one row per configuration),
+ * {@code bench-attention.png} (log-log time against N) and the {@code attention} section of
+ * {@code benchmarks.md}.
+ */
+final class AttentionBenchReport {
+
+    static final String CSV = "bench-attention.csv";
+    static final String PNG = "bench-attention.png";
+    static final String MARKDOWN = "benchmarks.md";
+    static final String SECTION = "attention";
+
+    private static final String CSV_HEADER =
+            "n,impl,causal,pass,status,median_ms,repeats,peak_increase_bytes,note";
+    private static final int NOTE_MAX = 90;
+
+    private AttentionBenchReport() {
+    }
+
+    /** Writes one CSV line per result; time and memory are empty where there is none. */
+    static void writeCsv(Path file, List<BenchResult> rows) throws IOException {
+        StringBuilder b = new StringBuilder(CSV_HEADER).append('\n');
+        for (BenchResult r : rows) {
+            b.append(r.n()).append(',').append(r.impl().label()).append(',').append(r.causal()).append(',')
+                    .append(r.pass().label()).append(',').append(r.status().label()).append(',')
+                    .append(Double.isNaN(r.medianMs()) ? "" : String.format(Locale.ROOT, "%.3f", r.medianMs()))
+                    .append(',').append(r.repeats()).append(',')
+                    .append(r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes())).append(',')
+                    .append(csvQuote(r.note())).append('\n');
+        }
+        Files.writeString(file, b, StandardCharsets.UTF_8);
+    }
+
+    /** Log-log chart of time against N: attn4j full and causal, the stock op, and the floor. */
+    static void writeChart(Path file, List<BenchResult> rows, int headDim) throws IOException {
+        XYChart chart = new XYChartBuilder().width(1000).height(650)
+                .title("Attention time vs sequence length (B=1, one head, D=" + headDim + ", float32)")
+                .xAxisTitle("sequence length N (log scale)").yAxisTitle("time (ms)").build();
+        // x is log2(N) on a linear axis, labelled with N: XChart's own log x axis places non-decade ticks
+        // (2K, 4K, ...) linearly, i.e. in the wrong spots; on log2 every power of two gets an exact tick.
+        chart.getStyler().setYAxisLogarithmic(true);
+        chart.getStyler().setChartBackgroundColor(Color.WHITE);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNW);
+        chart.setCustomXAxisTickLabelsFormatter(AttentionBenchReport::powerOfTwoLabel);
+        // One hue per implementation, darker for forward+backward, dashed for the computed floor.
+        addSeries(chart, rows, Impl.ATTN4J, false, Pass.FORWARD, "attn4j fwd", new Color(0x1f77b4), false);
+        addSeries(chart, rows, Impl.ATTN4J, false, Pass.FORWARD_BACKWARD, "attn4j fwd+bwd", new Color(0x08306b),
+                false);
+        addSeries(chart, rows, Impl.ATTN4J, true, Pass.FORWARD, "attn4j fwd causal", new Color(0x2ca02c), false);
+        addSeries(chart, rows, Impl.ATTN4J, true, Pass.FORWARD_BACKWARD, "attn4j fwd+bwd causal",
+                new Color(0x00441b), false);
+        addSeries(chart, rows, Impl.STOCK, false, Pass.FORWARD, "ND4J stock fwd", new Color(0xd62728), false);
+        addSeries(chart, rows, Impl.STOCK, false, Pass.FORWARD_BACKWARD, "ND4J stock fwd+bwd", new Color(0x67000d),
+                false);
+        addSeries(chart, rows, Impl.FLOOR, false, Pass.FORWARD, "floor fwd (gemm rate)", new Color(0x8c8c8c), true);
+        addSeries(chart, rows, Impl.FLOOR, false, Pass.FORWARD_BACKWARD, "floor fwd+bwd", new Color(0x404040), true);
+        String path = file.toString();
+        // XChart appends the extension itself.
+        BitmapEncoder.saveBitmap(chart, path.endsWith(".png") ? path.substring(0, path.length() - 4) : path,
+                BitmapEncoder.BitmapFormat.PNG);
+    }
+
+    private static void addSeries(XYChart chart, List<BenchResult> rows, Impl impl, boolean causal, Pass pass,
+                                  String name, Color color, boolean dashed) {
+        List<Double> x = new ArrayList<>();
+        List<Double> y = new ArrayList<>();
+        for (BenchResult r : rows) {
+            if (r.impl() == impl && r.causal() == causal && r.pass() == pass && r.status() == Status.OK) {
+                x.add(Math.log(r.n()) / Math.log(2));
+                // A log axis cannot show 0; sub-microsecond times only occur in tiny test runs.
+                y.add(Math.max(r.medianMs(), 1e-3));
+            }
+        }
+        if (x.isEmpty()) {
+            return;
+        }
+        XYSeries s = chart.addSeries(name, x, y);
+        s.setLineColor(color);
+        s.setMarkerColor(color);
+        if (impl != Impl.FLOOR) {
+            s.setMarker(pass == Pass.FORWARD ? SeriesMarkers.CIRCLE : SeriesMarkers.DIAMOND);
+        }
+        if (dashed) {
+            s.setMarker(SeriesMarkers.NONE);
+            s.setLineStyle(new BasicStroke(1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f,
+                    new float[] {6f, 4f}, 0f));
+        }
+    }
+
+    /** "1K", "64K", "512" at whole log2 ticks, nothing between them. */
+    private static String powerOfTwoLabel(double log2) {
+        if (Math.abs(log2 - Math.rint(log2)) > 1e-9) {
+            return "";
+        }
+        long n = 1L << Math.round(log2);
+        return n >= 1024 ? n / 1024 + "K" : Long.toString(n);
+    }
+
+    /**
+     * The markdown section: how and where it ran, what the columns measure, the table, the chart.
+     *
+     * @param command the command line as typed, for the reader to reproduce it
+     */
+    static String markdown(List<BenchResult> rows, AttentionBench.Settings s, GemmRate gemm, MachineInfo m,
+                           String command, String memoryMeasure) {
+        StringBuilder b = new StringBuilder();
+        b.append("## Attention: attn4j vs ND4J's stock op\n\n");
+        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), %.1f GiB RAM, OMP_NUM_THREADS=%s, "
+                        + "OPENBLAS_NUM_THREADS=%s, Java %s, ND4J %s.%n%n", command, m.date(), m.cores(),
+                m.cpuModel(), m.memTotalBytes() / (double) (1L << 30), m.ompNumThreads(), m.openblasNumThreads(),
+                m.javaVersion(), m.nd4jVersion()));
+        b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, scale 1/sqrt(D). Time: "
+                + "median of %d runs after one warm-up up to N = %d, a single run beyond (everything was "
+                + "warmed up at the smallest N first). Above N = %d forward only.%n", s.headDim(), s.repeats(),
+                s.repeatMaxN(), s.backwardMaxN()));
+        b.append("- Peak: how far the process's resident memory rose during a configuration's runs (warm-up "
+                + "included) above its size just before them, with the inputs (q, k, v, dO) already allocated "
+                + "and freed memory handed back first (GC, then glibc malloc_trim): outputs, gradients and working "
+                + "memory. Measured as the " + memoryMeasure + ". The JVM heap's own growth counts too; it is "
+                + "small here (ND4J's arrays live off-heap), so rises of a few MB are noise.\n");
+        b.append(String.format(Locale.ROOT, "- Floor: 4·N²·D flops (QKᵀ and PV) at ND4J's float32 gemm rate "
+                        + "measured in this run, %.0f GFLOP/s: the better of one %d³ gemm per core in %d Java "
+                        + "threads (%.0f GFLOP/s together) and one thread (%.0f GFLOP/s). Forward+backward 3.5 "
+                        + "times that (the backward does 2.5 times the forward's products); causal half.%n",
+                gemm.best() / 1e9, gemm.size(), gemm.threads(), gemm.allThreads() / 1e9, gemm.oneThread() / 1e9));
+        b.append("- ND4J stock: `DotProductAttention` and `dot_product_attention_bp` (custom ops of ND4J "
+                + m.nd4jVersion() + ") in their own [B, D, N] layout. They build the N x N score matrix and "
+                + "have no causal mask.\n\n");
+        b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | stock fwd | "
+                + "stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
+        b.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int n : s.lengths()) {
+            for (boolean causal : new boolean[] {false, true}) {
+                b.append("| ").append(n).append(" | ").append(causal ? "causal" : "none").append(" | ")
+                        .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD))).append(" | ")
+                        .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD))).append(" | ")
+                        .append(peaks(rows, n, Impl.ATTN4J, causal)).append(" | ");
+                if (causal) {
+                    b.append("n/a | n/a | n/a | ");
+                } else {
+                    b.append(time(find(rows, n, Impl.STOCK, false, Pass.FORWARD))).append(" | ")
+                            .append(time(find(rows, n, Impl.STOCK, false, Pass.FORWARD_BACKWARD))).append(" | ")
+                            .append(peaks(rows, n, Impl.STOCK, false)).append(" | ");
+                }
+                b.append(time(find(rows, n, Impl.FLOOR, causal, Pass.FORWARD))).append(" | ")
+                        .append(time(find(rows, n, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD))).append(" |\n");
+            }
+        }
+        b.append("\n![attention time against N, log-log](").append(PNG).append(")\n\n");
+        b.append("Every row, with full failure messages: [").append(CSV).append("](").append(CSV).append(").\n");
+        return b.toString();
+    }
+
+    private static Optional<BenchResult> find(List<BenchResult> rows, int n, Impl impl, boolean causal, Pass pass) {
+        return rows.stream().filter(r -> r.n() == n && r.impl() == impl && r.causal() == causal && r.pass() == pass)
+                .findFirst();
+    }
+
+    private static String time(Optional<BenchResult> row) {
+        if (row.isEmpty()) {
+            return "";
+        }
+        BenchResult r = row.get();
+        if (r.status() != Status.OK) {
+            return escape(shorten(r.note()));
+        }
+        double ms = r.medianMs();
+        return ms >= 1000 ? String.format(Locale.ROOT, "%.2f s", ms / 1000)
+                : ms >= 10 ? String.format(Locale.ROOT, "%.0f ms", ms)
+                : String.format(Locale.ROOT, "%.2f ms", ms);
+    }
+
+    private static String peaks(List<BenchResult> rows, int n, Impl impl, boolean causal) {
+        return megabytes(find(rows, n, impl, causal, Pass.FORWARD)) + " / "
+                + megabytes(find(rows, n, impl, causal, Pass.FORWARD_BACKWARD));
+    }
+
+    private static String megabytes(Optional<BenchResult> row) {
+        if (row.isEmpty() || row.get().status() != Status.OK || row.get().peakIncreaseBytes() < 0) {
+            return "–";
+        }
+        double mb = row.get().peakIncreaseBytes() / 1e6;
+        return mb >= 10 ? String.format(Locale.ROOT, "%.0f MB", mb) : String.format(Locale.ROOT, "%.1f MB", mb);
+    }
+
+    private static String shorten(String note) {
+        return note.length() <= NOTE_MAX ? note : note.substring(0, NOTE_MAX - 1) + "…";
+    }
+
+    private static String escape(String cell) {
+        return cell.replace("|", "\\|");
+    }
+
+    private static String csvQuote(String s) {
+        if (s.isEmpty()) {
+            return "";
+        }
+        return "\"" + s.replace("\"", "\"\"") + "\"";
+    }
+}

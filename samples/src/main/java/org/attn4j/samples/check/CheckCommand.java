@@ -1,0 +1,171 @@
+package org.attn4j.samples.check;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.function.Supplier;
+
+import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.samples.UserInputException;
+import org.attn4j.samples.io.Npy;
+import org.attn4j.samples.metrics.PeakMemory;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.shade.jackson.databind.ObjectMapper;
+import org.nd4j.shade.jackson.databind.SerializationFeature;
+import org.nd4j.shade.jackson.databind.node.ArrayNode;
+import org.nd4j.shade.jackson.databind.node.ObjectNode;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code attn4j check}: runs one algorithm's forward and backward pass on arrays from {@code .npy} files
+ * and writes its results, so they can be compared with a reference computed elsewhere.
+ *
+ * <p>Reads {@code IN/q.npy [B,H,N,D]}, {@code IN/k.npy}, {@code IN/v.npy [B,Hkv,N,D]} and
+ * {@code IN/do.npy [B,H,N,D]} (float32 or float64, computed in that type); writes {@code OUT/o.npy},
+ * {@code OUT/lse.npy [B,H,N]}, {@code OUT/dq.npy}, {@code OUT/dk.npy}, {@code OUT/dv.npy} in the same type,
+ * and {@code OUT/stats.json} with timings, peak memory and the bytes each rank sent.
+ */
+@Command(name = "check", mixinStandardHelpOptions = true,
+        description = {"Run an attention algorithm on .npy inputs and write its outputs, gradients and stats.",
+            "IN holds q.npy [B,H,N,D], k.npy and v.npy [B,Hkv,N,D], do.npy [B,H,N,D] (float32 or float64).",
+            "OUT receives o.npy, lse.npy [B,H,N], dq.npy, dk.npy, dv.npy and stats.json."})
+public final class CheckCommand implements Callable<Integer> {
+
+    private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+    @Option(names = "--algo", paramLabel = "NAME", defaultValue = "flash",
+            converter = CheckAlgorithm.Converter.class, completionCandidates = CheckAlgorithm.Names.class,
+            description = "Algorithm: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    CheckAlgorithm algo;
+
+    @Option(names = "--in", paramLabel = "DIR", required = true, description = "Directory with the inputs.")
+    Path in;
+
+    @Option(names = "--out", paramLabel = "DIR", required = true,
+            description = "Directory for the outputs (created if missing; files are replaced).")
+    Path out;
+
+    @Option(names = "--causal", description = "Causal mask: query i sees keys j <= i.")
+    boolean causal;
+
+    @Option(names = "--window", paramLabel = "W", defaultValue = "0",
+            description = "Sliding window width, 0 for none (default: ${DEFAULT-VALUE}).")
+    int window;
+
+    @Option(names = "--scale", paramLabel = "S", description = "Score scale (default: 1/sqrt(D)).")
+    Double scale;
+
+    @Spec
+    CommandSpec spec;
+
+    @Override
+    public Integer call() throws IOException {
+        if (window < 0) {
+            throw new UserInputException("--window must be >= 0 (0 = none), got " + window);
+        }
+        if (scale != null && !(Double.isFinite(scale) && scale > 0)) {
+            throw new UserInputException("--scale must be a finite positive number, got " + scale);
+        }
+        if (Files.exists(out) && !Files.isDirectory(out)) {
+            throw new UserInputException("--out " + out + " exists and is not a directory");
+        }
+        AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
+        CheckProblem problem = CheckInputs.load(in, mask, scale);
+
+        CheckableAlgorithm algorithm = algo.create();
+        PeakMemory.collectGarbage();
+        PeakMemory memory = PeakMemory.start();
+        long t0 = System.nanoTime();
+        AttentionOutput forward = refusingBadInput(() -> algorithm.forward(problem));
+        long t1 = System.nanoTime();
+        AttentionGradients gradients = refusingBadInput(() -> algorithm.backward(problem, forward));
+        long t2 = System.nanoTime();
+        PeakMemory.Reading peak = memory.stop();
+
+        DataType type = problem.q().dataType();
+        long[] q = problem.q().shape();
+        long[] kv = problem.k().shape();
+        Files.createDirectories(out);
+        write("o.npy", forward.output(), q, type);
+        write("lse.npy", forward.lse(), new long[] {q[0], q[1], q[2]}, type);
+        write("dq.npy", gradients.dq(), q, type);
+        write("dk.npy", gradients.dk(), kv, type);
+        write("dv.npy", gradients.dv(), kv, type);
+        ObjectNode stats = stats(problem, algorithm, (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak);
+        JSON.writeValue(out.resolve("stats.json").toFile(), stats);
+
+        spec.commandLine().getOut().printf(Locale.ROOT,
+                "check %s: %s q %s k/v %s%s%s scale %.6g: forward %.1f ms, backward %.1f ms, peak %.1f MB;"
+                        + " wrote %s%n",
+                algo.cliName(), CheckInputs.typeName(type), Arrays.toString(q), Arrays.toString(kv),
+                causal ? " causal" : "", window > 0 ? " window " + window : "", problem.scale(),
+                (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak.peakBytes() / 1e6, out);
+        spec.commandLine().getOut().flush();
+        return 0;
+    }
+
+    /** The algorithm refuses what it cannot take with an IllegalArgumentException: a user error here. */
+    private static <T> T refusingBadInput(Supplier<T> call) {
+        try {
+            return call.get();
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage(), e);
+        }
+    }
+
+    /** Writes one result, in the input's type; a wrong shape is a bug of the algorithm, not the user's. */
+    private void write(String name, INDArray a, long[] shape, DataType type) throws IOException {
+        if (!Arrays.equals(a.shape(), shape)) {
+            throw new IllegalStateException(algo.cliName() + " returned " + name + " of shape "
+                    + Arrays.toString(a.shape()) + "; expected " + Arrays.toString(shape));
+        }
+        Npy.write(out.resolve(name), a.dataType() == type ? a : a.castTo(type));
+    }
+
+    private ObjectNode stats(CheckProblem p, CheckableAlgorithm algorithm, double forwardMs, double backwardMs,
+                             PeakMemory.Reading peak) {
+        ObjectNode s = JSON.createObjectNode();
+        s.put("algo", algo.cliName());
+        s.put("workers", algorithm.workers());
+        s.put("dtype", CheckInputs.typeName(p.q().dataType()));
+        ObjectNode shape = s.putObject("shape");
+        putShape(shape, "q", p.q());
+        putShape(shape, "k", p.k());
+        putShape(shape, "v", p.v());
+        putShape(shape, "do", p.dO());
+        s.put("causal", causal);
+        s.put("window", window);
+        s.put("scale", p.scale());
+        s.put("scale_default", scale == null);
+        s.put("forward_ms", forwardMs);
+        s.put("backward_ms", backwardMs);
+        s.put("peak_bytes", peak.peakBytes());
+        s.put("peak_bytes_baseline", peak.baselineBytes());
+        s.put("peak_bytes_measure", peak.measure() + "; over forward+backward; peak_bytes_baseline is the "
+                + "resident size just before the forward pass, with the inputs loaded");
+        ArrayNode sent = s.putArray("bytes_sent");
+        for (RankTraffic t : algorithm.bytesSent()) {
+            sent.addObject().put("rank", t.rank()).put("forward", t.forwardBytes()).put("backward", t.backwardBytes());
+        }
+        s.put("omp_num_threads", System.getenv().getOrDefault("OMP_NUM_THREADS", "unset"));
+        s.put("available_processors", Runtime.getRuntime().availableProcessors());
+        return s;
+    }
+
+    private static void putShape(ObjectNode parent, String key, INDArray a) {
+        ArrayNode dims = parent.putArray(key);
+        for (long d : a.shape()) {
+            dims.add(d);
+        }
+    }
+}
