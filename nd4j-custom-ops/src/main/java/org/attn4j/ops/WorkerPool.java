@@ -62,11 +62,17 @@ public final class WorkerPool {
             }
             return;
         }
-        NativeThreads.pin();
+        // Off only to measure the policy (bench threading): -Dattn4j.pinNativeThreads=false.
+        boolean pin = !"false".equals(System.getProperty("attn4j.pinNativeThreads"));
+        if (pin) {
+            NativeThreads.pin();
+        }
         try {
             runOnPool(workers, items, state, work, next);
         } finally {
-            NativeThreads.unpin();
+            if (pin) {
+                NativeThreads.unpin();
+            }
         }
     }
 

@@ -15,16 +15,29 @@ import picocli.CommandLine;
 public enum CheckAlgorithm {
 
     /** Exact FlashAttention-2 on one device. */
-    FLASH("flash", "exact FlashAttention-2 on one device", FlashCheck::new);
+    FLASH("flash", "exact FlashAttention-2 on one device", true, FlashCheck::new),
+
+    /** Causal or non-causal linear attention with decay on one device (LASP's lightning form). */
+    LINEAR("linear", "linear attention with decay on one device", false, LinearCheck::new);
 
     private final String cliName;
     private final String description;
+    private final boolean softmax;
     private final Supplier<CheckableAlgorithm> factory;
 
-    CheckAlgorithm(String cliName, String description, Supplier<CheckableAlgorithm> factory) {
+    CheckAlgorithm(String cliName, String description, boolean softmax, Supplier<CheckableAlgorithm> factory) {
         this.cliName = cliName;
         this.description = description;
+        this.softmax = softmax;
         this.factory = factory;
+    }
+
+    /**
+     * Whether this is softmax attention: it takes {@code --scale} and {@code --window} and writes
+     * {@code lse.npy}; linear attention takes {@code --decay} instead.
+     */
+    public boolean softmax() {
+        return softmax;
     }
 
     /** The name given to {@code --algo}. */

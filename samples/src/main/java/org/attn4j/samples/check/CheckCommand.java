@@ -32,13 +32,14 @@ import picocli.CommandLine.Spec;
  *
  * <p>Reads {@code IN/q.npy [B,H,N,D]}, {@code IN/k.npy}, {@code IN/v.npy [B,Hkv,N,D]} and
  * {@code IN/do.npy [B,H,N,D]} (float32 or float64, computed in that type); writes {@code OUT/o.npy},
- * {@code OUT/lse.npy [B,H,N]}, {@code OUT/dq.npy}, {@code OUT/dk.npy}, {@code OUT/dv.npy} in the same type,
- * and {@code OUT/stats.json} with timings, peak memory and the bytes each rank sent.
+ * {@code OUT/lse.npy [B,H,N]} (softmax algorithms only), {@code OUT/dq.npy}, {@code OUT/dk.npy},
+ * {@code OUT/dv.npy} in the same type, and {@code OUT/stats.json} with timings, peak memory and the bytes
+ * each rank sent.
  */
 @Command(name = "check", mixinStandardHelpOptions = true,
         description = {"Run an attention algorithm on .npy inputs and write its outputs, gradients and stats.",
             "IN holds q.npy [B,H,N,D], k.npy and v.npy [B,Hkv,N,D], do.npy [B,H,N,D] (float32 or float64).",
-            "OUT receives o.npy, lse.npy [B,H,N], dq.npy, dk.npy, dv.npy and stats.json."})
+            "OUT receives o.npy, lse.npy [B,H,N] (softmax only), dq.npy, dk.npy, dv.npy and stats.json."})
 public final class CheckCommand implements Callable<Integer> {
 
     private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
@@ -62,8 +63,12 @@ public final class CheckCommand implements Callable<Integer> {
             description = "Sliding window width, 0 for none (default: ${DEFAULT-VALUE}).")
     int window;
 
-    @Option(names = "--scale", paramLabel = "S", description = "Score scale (default: 1/sqrt(D)).")
+    @Option(names = "--scale", paramLabel = "S", description = "Score scale (default: 1/sqrt(D)); softmax only.")
     Double scale;
+
+    @Option(names = "--decay", paramLabel = "L",
+            description = "Decay rate lambda in (0, 1] of --algo linear (default: 1, no decay).")
+    Double decay;
 
     @Spec
     CommandSpec spec;
@@ -79,8 +84,9 @@ public final class CheckCommand implements Callable<Integer> {
         if (Files.exists(out) && !Files.isDirectory(out)) {
             throw new UserInputException("--out " + out + " exists and is not a directory");
         }
+        checkOptionsFitAlgorithm();
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
-        CheckProblem problem = CheckInputs.load(in, mask, scale);
+        CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
 
         CheckableAlgorithm algorithm = algo.create();
         PeakMemory.collectGarbage();
@@ -97,21 +103,38 @@ public final class CheckCommand implements Callable<Integer> {
         long[] kv = problem.k().shape();
         Files.createDirectories(out);
         write("o.npy", forward.output(), q, type);
-        write("lse.npy", forward.lse(), new long[] {q[0], q[1], q[2]}, type);
+        if (algo.softmax()) {
+            write("lse.npy", forward.lse(), new long[] {q[0], q[1], q[2]}, type);
+        }
         write("dq.npy", gradients.dq(), q, type);
         write("dk.npy", gradients.dk(), kv, type);
         write("dv.npy", gradients.dv(), kv, type);
         ObjectNode stats = stats(problem, algorithm, (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak);
         JSON.writeValue(out.resolve("stats.json").toFile(), stats);
 
+        String params = algo.softmax() ? String.format(Locale.ROOT, "scale %.6g", problem.scale())
+                : String.format(Locale.ROOT, "decay %.6g", problem.decay());
         spec.commandLine().getOut().printf(Locale.ROOT,
-                "check %s: %s q %s k/v %s%s%s scale %.6g: forward %.1f ms, backward %.1f ms, peak %.1f MB;"
+                "check %s: %s q %s k/v %s%s%s %s: forward %.1f ms, backward %.1f ms, peak %.1f MB;"
                         + " wrote %s%n",
                 algo.cliName(), CheckInputs.typeName(type), Arrays.toString(q), Arrays.toString(kv),
-                causal ? " causal" : "", window > 0 ? " window " + window : "", problem.scale(),
+                causal ? " causal" : "", window > 0 ? " window " + window : "", params,
                 (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak.peakBytes() / 1e6, out);
         spec.commandLine().getOut().flush();
         return 0;
+    }
+
+    private void checkOptionsFitAlgorithm() {
+        if (algo.softmax() && decay != null) {
+            throw new UserInputException("--decay applies to --algo linear only, not " + algo.cliName());
+        }
+        if (!algo.softmax() && (scale != null || window != 0)) {
+            throw new UserInputException("--" + (scale != null ? "scale" : "window") + " does not apply to --algo "
+                    + algo.cliName() + ": it multiplies q and k as given and has no window");
+        }
+        if (decay != null && !(decay > 0 && decay <= 1)) {
+            throw new UserInputException("--decay must be in (0, 1], got " + decay);
+        }
     }
 
     /** The algorithm refuses what it cannot take with an IllegalArgumentException: a user error here. */
@@ -145,8 +168,12 @@ public final class CheckCommand implements Callable<Integer> {
         putShape(shape, "do", p.dO());
         s.put("causal", causal);
         s.put("window", window);
-        s.put("scale", p.scale());
-        s.put("scale_default", scale == null);
+        if (algo.softmax()) {
+            s.put("scale", p.scale());
+            s.put("scale_default", scale == null);
+        } else {
+            s.put("decay", p.decay());
+        }
         s.put("forward_ms", forwardMs);
         s.put("backward_ms", backwardMs);
         s.put("peak_bytes", peak.peakBytes());

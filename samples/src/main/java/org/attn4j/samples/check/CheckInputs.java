@@ -46,10 +46,11 @@ public final class CheckInputs {
      * @param dir   directory holding the four files
      * @param mask  the mask to attach
      * @param scale the score scale, or {@code null} for {@code 1/sqrt(D)}
+     * @param decay the linear-attention decay rate (1 = none)
      * @throws UserInputException on any violated rule, naming the file
      * @throws IOException        on a read error other than a missing or malformed file
      */
-    public static CheckProblem load(Path dir, AttentionMask mask, Double scale) throws IOException {
+    public static CheckProblem load(Path dir, AttentionMask mask, Double scale, double decay) throws IOException {
         if (!Files.isDirectory(dir)) {
             throw new UserInputException("input directory " + dir + " does not exist (" + EXPECTED + ")");
         }
@@ -73,7 +74,7 @@ public final class CheckInputs {
         checkFinite(V, v);
         checkFinite(DO, dO);
         double s = scale == null ? 1.0 / Math.sqrt(q.size(3)) : scale;
-        return new CheckProblem(q, k, v, dO, mask, s);
+        return new CheckProblem(q, k, v, dO, mask, s, decay);
     }
 
     private static INDArray read(Path dir, String name) throws IOException {

@@ -12,7 +12,9 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * @param v     values {@code [B, Hkv, N, D]}
  * @param dO    gradient of the loss with respect to the output {@code [B, H, N, D]}
  * @param mask  the mask, by global position {@code 0..N-1}
- * @param scale the score scale, finite and positive
+ * @param scale the score scale, finite and positive (softmax algorithms)
+ * @param decay the decay rate lambda in (0, 1] (linear attention), 1 when not given
  */
-public record CheckProblem(INDArray q, INDArray k, INDArray v, INDArray dO, AttentionMask mask, double scale) {
+public record CheckProblem(INDArray q, INDArray k, INDArray v, INDArray dO, AttentionMask mask, double scale,
+                           double decay) {
 }

@@ -21,8 +21,8 @@ public interface CheckableAlgorithm {
     /**
      * The forward pass.
      *
-     * @return output {@code [B, H, N, D]} and log-sum-exp {@code [B, H, N]} (natural log, scale applied), in
-     *         the problem's type
+     * @return output {@code [B, H, N, D]} and, for softmax algorithms, log-sum-exp {@code [B, H, N]} (natural
+     *         log, scale applied; null for linear attention), in the problem's type
      * @throws IllegalArgumentException if the algorithm cannot take this problem (the message says why)
      */
     AttentionOutput forward(CheckProblem problem);

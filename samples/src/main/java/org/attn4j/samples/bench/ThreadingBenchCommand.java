@@ -1,0 +1,153 @@
+package org.attn4j.samples.bench;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+
+import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.samples.UserInputException;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code attn4j bench threading}: the evidence behind the threading policy. Times the flash op under
+ * several splits of the cores between ND4J's native threads (OpenMP, OpenBLAS) and attn4j's Java worker
+ * threads, all in one run, and writes the table into the {@code threading} section of
+ * {@code docs/threading.md}.
+ */
+@Command(name = "threading", mixinStandardHelpOptions = true,
+        description = "Time flash attention under several native / Java thread splits; writes a section of "
+                + "OUT/threading.md.")
+public final class ThreadingBenchCommand implements Callable<Integer> {
+
+    @Option(names = "--n", paramLabel = "N", defaultValue = "4096", description = "Sequence length (default: "
+            + "${DEFAULT-VALUE}).")
+    int n;
+
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
+            description = "Timed runs per configuration, median reported (default: ${DEFAULT-VALUE}).")
+    int repeats;
+
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
+            description = "Directory of threading.md (default: ${DEFAULT-VALUE}).")
+    Path out;
+
+    @Spec
+    CommandSpec spec;
+
+    /** One split of the cores; {@code policy} marks what attn4j does by default. */
+    private record Config(String name, int nativeThreads, int javaThreads, boolean pin, boolean vector,
+                          boolean policy) {
+    }
+
+    private record Row(Config config, double forwardMs, double forwardBackwardMs) {
+    }
+
+    @Override
+    public Integer call() throws IOException {
+        if (n < 1 || repeats < 1) {
+            throw new UserInputException("--n and --repeats must be >= 1, got " + n + " and " + repeats);
+        }
+        int cores = Runtime.getRuntime().availableProcessors();
+        List<Config> configs = List.of(
+                new Config("attn4j policy: " + cores + " Java threads, native threads pinned to 1, vector tile pass",
+                        cores, cores, true, true, true),
+                new Config(cores + " Java threads, native threads left at " + cores + " (not pinned)", cores, cores,
+                        false, true, false),
+                new Config("1 Java thread, " + cores + " native threads (ND4J's default)", cores, 1, false, true,
+                        false),
+                new Config("1 Java thread, 1 native thread", 1, 1, false, true, false),
+                new Config("attn4j policy, ND4J element-wise ops instead of the vector tile pass", cores, cores, true,
+                        false, false));
+        PrintWriter log = spec.commandLine().getOut();
+        INDArray q = Nd4j.getRandomFactory().getNewRandomInstance(1).nextGaussian(new long[] {1, 1, n, 64})
+                .castTo(DataType.FLOAT);
+        INDArray k = Nd4j.getRandomFactory().getNewRandomInstance(2).nextGaussian(new long[] {1, 1, n, 64})
+                .castTo(DataType.FLOAT);
+        INDArray v = Nd4j.getRandomFactory().getNewRandomInstance(3).nextGaussian(new long[] {1, 1, n, 64})
+                .castTo(DataType.FLOAT);
+        List<Row> rows = new ArrayList<>();
+        var env = Nd4j.getEnvironment();
+        int savedThreads = env.maxThreads();
+        int savedBlas = Nd4j.factory().blas().getMaxThreads();
+        try {
+            for (Config c : configs) {
+                env.setMaxThreads(c.nativeThreads());
+                env.setMaxMasterThreads(c.nativeThreads());
+                Nd4j.factory().blas().setMaxThreads(c.nativeThreads());
+                System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
+                System.setProperty("attn4j.noVector", Boolean.toString(!c.vector()));
+                FlashAttention op = FlashAttention.withTiles(FlashAttention.DEFAULT_BLOCK, FlashAttention.DEFAULT_BLOCK,
+                        c.javaThreads());
+                Row r = time(c, op, q, k, v);
+                rows.add(r);
+                log.printf(Locale.ROOT, "%-80s forward %8.1f ms  forward+backward %8.1f ms%n", c.name(),
+                        r.forwardMs(), r.forwardBackwardMs());
+                log.flush();
+            }
+        } finally {
+            System.clearProperty("attn4j.pinNativeThreads");
+            System.clearProperty("attn4j.noVector");
+            env.setMaxThreads(savedThreads);
+            env.setMaxMasterThreads(savedThreads);
+            Nd4j.factory().blas().setMaxThreads(savedBlas);
+        }
+        Files.createDirectories(out);
+        MarkdownSection.replace(out.resolve("threading.md"), "threading", markdown(rows, cores));
+        log.printf("wrote the 'threading' section of %s%n", out.resolve("threading.md"));
+        log.flush();
+        return 0;
+    }
+
+    private Row time(Config c, FlashAttention op, INDArray q, INDArray k, INDArray v) {
+        AttentionMask mask = AttentionMask.none();
+        double[] f = new double[repeats];
+        double[] fb = new double[repeats];
+        for (int r = -1; r < repeats; r++) {
+            long t0 = System.nanoTime();
+            AttentionOutput o = op.forward(q, k, v, mask);
+            long t1 = System.nanoTime();
+            AttentionGradients g = op.backward(q, k, v, o.output(), o.lse(), o.output(), mask,
+                    FlashAttention.defaultScale(64));
+            long t2 = System.nanoTime();
+            if (r >= 0) {
+                f[r] = (t1 - t0) / 1e6;
+                fb[r] = (t2 - t0) / 1e6;
+            }
+            for (INDArray a : new INDArray[] {o.output(), o.lse(), g.dq(), g.dk(), g.dv()}) {
+                a.close();
+            }
+        }
+        return new Row(c, GemmRate.median(f), GemmRate.median(fb));
+    }
+
+    private String markdown(List<Row> rows, int cores) {
+        Row policy = rows.get(0);
+        StringBuilder md = new StringBuilder();
+        md.append(String.format(Locale.ROOT, "Flash attention, N = %d, D = 64, one head, float32, full mask; "
+                + "median of %d runs after a warm-up, all in one process on %d cores (%s). Generated by "
+                + "`./attn4j bench threading`.%n%n", n, repeats, cores, java.time.LocalDate.now()));
+        md.append("| configuration | forward ms | forward+backward ms | time / policy (fwd+bwd) |\n");
+        md.append("|---|---:|---:|---:|\n");
+        for (Row r : rows) {
+            md.append(String.format(Locale.ROOT, "| %s%s | %.1f | %.1f | %.2f |%n", r.config().name(),
+                    r.config().policy() ? " **(default)**" : "", r.forwardMs(), r.forwardBackwardMs(),
+                    r.forwardBackwardMs() / policy.forwardBackwardMs()));
+        }
+        return md.toString();
+    }
+}
