@@ -86,7 +86,7 @@ final class BackwardKernel {
                 INDArray p = buffer(2, rows, cols);
                 Nd4j.gemm(qi, kj, p, false, true, scale, 0.0);
                 if (kind == TilePlan.Kind.PARTIAL) {
-                    p.addi(plan.bias(b, qb, kb, type));
+                    math.mask(p, plan, b, qb, kb);
                 }
                 math.expShifted(p, negLse, row0, rows, cols);
                 Nd4j.gemm(p, doi, dvAcc, true, false, 1.0, 1.0);

@@ -53,7 +53,7 @@ final class ForwardKernel {
         long kRow0 = ((long) b * s.kvHeads() + h / s.group()) * s.keys();
         INDArray qi = Views.matrix(q, qRow0 * d, rows, d);
         INDArray acc = buffer(0, rows, d);
-        acc.assign(0);
+        boolean first = true;
         double[] m = new double[rows];
         double[] l = new double[rows];
         java.util.Arrays.fill(m, Double.NEGATIVE_INFINITY);
@@ -72,18 +72,18 @@ final class ForwardKernel {
             INDArray scores = buffer(1, rows, cols);
             Nd4j.gemm(qi, kj, scores, false, true, scale, 0.0);
             if (kind == TilePlan.Kind.PARTIAL) {
-                scores.addi(plan.bias(b, qb, kb, type));
+                math.mask(scores, plan, b, qb, kb);
             }
             boolean rescale = math.softmaxStep(scores, rows, cols, m, alpha, rowSum);
             for (int r = 0; r < rows; r++) {
                 l[r] = alpha[r] * l[r] + rowSum[r];
             }
-            if (rescale) {
-                INDArray alphaCol = buffer(5, rows, 1);
-                Views.put(alphaCol, alpha, rows);
-                acc.muliColumnVector(alphaCol);
+            if (rescale && !first) {
+                math.scaleRows(acc, alpha, rows, d);
             }
-            Nd4j.gemm(scores, vj, acc, false, false, 1.0, 1.0);
+            // The first tile overwrites the accumulator: no zeroing pass.
+            Nd4j.gemm(scores, vj, acc, false, false, 1.0, first ? 0.0 : 1.0);
+            first = false;
         }
 
         double[] inv = new double[rows];
@@ -93,9 +93,11 @@ final class ForwardKernel {
             inv[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
             rowLse[r] = l[r] == 0.0 ? Double.NEGATIVE_INFINITY : m[r] + Math.log(l[r]);
         }
-        INDArray invCol = buffer(5, rows, 1);
-        Views.put(invCol, inv, rows);
-        acc.muliColumnVector(invCol);
+        if (first) {
+            acc.assign(0);                              // every key block was masked away
+        } else {
+            math.scaleRows(acc, inv, rows, d);
+        }
         Views.matrix(out, qRow0 * d, rows, d).assign(acc);
         Views.set(lse, qRow0, rowLse, rows);
     }

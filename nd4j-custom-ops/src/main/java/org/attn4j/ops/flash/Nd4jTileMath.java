@@ -52,6 +52,18 @@ final class Nd4jTileMath implements TileMath {
         dp.muli(p);
     }
 
+    @Override
+    public void mask(INDArray tile, TilePlan plan, int b, int qb, int kb) {
+        tile.addi(plan.bias(b, qb, kb, tile.dataType()));
+    }
+
+    @Override
+    public void scaleRows(INDArray m, double[] factors, int rows, int cols) {
+        INDArray col = buffer(3, rows, 1, m);
+        Views.put(col, factors, rows);
+        m.muliColumnVector(col);
+    }
+
     private INDArray ones(int rows, int cols, INDArray like) {
         long key = (1L << 58) | ((long) rows << 29) | cols;
         return buffers.computeIfAbsent(key, x -> Nd4j.ones(like.dataType(), rows, cols));

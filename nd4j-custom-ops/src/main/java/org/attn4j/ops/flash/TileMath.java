@@ -30,6 +30,12 @@ interface TileMath {
     /** {@code dp[r][c] = p[r][c] * (dp[r][c] + shift[r])}, {@code shift[r]} as in {@link #expShifted}. */
     void shiftedProduct(INDArray dp, INDArray p, INDArray shifts, long at, int rows, int cols);
 
+    /** Sets the entries of a partial tile that its mask hides to negative infinity. */
+    void mask(INDArray tile, TilePlan plan, int b, int qb, int kb);
+
+    /** {@code m[r][c] *= factors[r]}. */
+    void scaleRows(INDArray m, double[] factors, int rows, int cols);
+
     /** The fastest implementation available for {@code type}. */
     static TileMath forType(DataType type) {
         if (type == DataType.FLOAT && VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {

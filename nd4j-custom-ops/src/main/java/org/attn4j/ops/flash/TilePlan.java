@@ -99,20 +99,21 @@ final class TilePlan {
         return p == Kind.FULL && k == Kind.FULL ? Kind.FULL : Kind.PARTIAL;
     }
 
+    /** Whether local query {@code i} of sequence {@code b} may see local key {@code j}. */
+    boolean allowed(int b, int i, int j) {
+        return mask.allows(qPos[i], kPos[j]) && (keyValid == null || keyValid[b][j]);
+    }
+
     /** The additive bias of a partial tile: 0 where the pair is allowed, negative infinity where not. */
     INDArray bias(int b, int qb, int kb, DataType type) {
         int rows = queryRows(qb);
         int cols = keyCols(kb);
         int q0 = queryStart(qb);
         int k0 = keyStart(kb);
-        boolean[] valid = keyValid == null ? null : keyValid[b];
         double[] v = new double[rows * cols];
         for (int r = 0; r < rows; r++) {
-            int i = qPos[q0 + r];
-            int base = r * cols;
             for (int c = 0; c < cols; c++) {
-                boolean ok = mask.allows(i, kPos[k0 + c]) && (valid == null || valid[k0 + c]);
-                v[base + c] = ok ? 0.0 : Double.NEGATIVE_INFINITY;
+                v[r * cols + c] = allowed(b, q0 + r, k0 + c) ? 0.0 : Double.NEGATIVE_INFINITY;
             }
         }
         INDArray bias = Nd4j.create(type, rows, cols);

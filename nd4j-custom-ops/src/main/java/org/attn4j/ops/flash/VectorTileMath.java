@@ -118,6 +118,38 @@ final class VectorTileMath {
             }
         }
 
+        @Override
+        public void mask(INDArray tile, TilePlan plan, int b, int qb, int kb) {
+            ByteBuffer bb = bytes(tile);
+            int rows = plan.queryRows(qb);
+            int cols = plan.keyCols(kb);
+            int q0 = plan.queryStart(qb);
+            int k0 = plan.keyStart(kb);
+            for (int r = 0; r < rows; r++) {
+                for (int c = 0; c < cols; c++) {
+                    if (!plan.allowed(b, q0 + r, k0 + c)) {
+                        bb.putFloat((r * cols + c) * 4, Float.NEGATIVE_INFINITY);
+                    }
+                }
+            }
+        }
+
+        @Override
+        public void scaleRows(INDArray m, double[] factors, int rows, int cols) {
+            ByteBuffer bb = bytes(m);
+            int full = cols - cols % L;
+            for (int r = 0; r < rows; r++) {
+                int base = r * cols * 4;
+                float f = (float) factors[r];
+                for (int c = 0; c < full; c += L) {
+                    FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).mul(f).intoByteBuffer(bb, base + c * 4, ORDER);
+                }
+                for (int c = full; c < cols; c++) {
+                    bb.putFloat(base + c * 4, bb.getFloat(base + c * 4) * f);
+                }
+            }
+        }
+
         private static ByteBuffer bytes(INDArray a) {
             if (a.offset() != 0 || a.isView()) {
                 throw new IllegalStateException("VectorTileMath: tiles must be dedicated buffers");
