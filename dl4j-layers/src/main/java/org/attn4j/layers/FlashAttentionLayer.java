@@ -1,7 +1,6 @@
 package org.attn4j.layers;
 
 import java.util.Collection;
-import java.util.Map;
 import java.util.Objects;
 
 import org.deeplearning4j.nn.api.Layer;
@@ -76,34 +75,15 @@ public class FlashAttentionLayer extends FeedForwardLayer {
      */
     void validate(boolean complete) {
         String who = who();
-        require(nHeads > 0, who + ": nHeads must be > 0, got " + nHeads);
-        require(nKvHeads > 0, who + ": nKvHeads must be > 0, got " + nKvHeads);
-        require(nHeads % nKvHeads == 0,
-                who + ": nHeads (" + nHeads + ") must be a multiple of nKvHeads (" + nKvHeads + ")");
-        require(headSize >= 0, who + ": headSize must be > 0 (or 0 for nOut / nHeads), got " + headSize);
-        require(slidingWindow >= 0, who + ": slidingWindow must be >= 0 (0 = none), got " + slidingWindow);
-        require(scale == null || (scale > 0 && Double.isFinite(scale)),
+        AttentionSettings.validateHeads(who, nHeads, nKvHeads, headSize, nIn, nOut, complete);
+        AttentionSettings.require(slidingWindow >= 0,
+                who + ": slidingWindow must be >= 0 (0 = none), got " + slidingWindow);
+        AttentionSettings.require(scale == null || (scale > 0 && Double.isFinite(scale)),
                 who + ": scale must be finite and > 0, got " + scale);
-        require(nIn >= 0, who + ": nIn must be > 0, got " + nIn);
-        require(nOut >= 0, who + ": nOut must be > 0, got " + nOut);
-        if (headSize == 0 && nOut > 0) {
-            require(nOut % nHeads == 0, who + ": nOut (" + nOut + ") must be a multiple of nHeads (" + nHeads
-                    + ") when headSize is not set");
-        }
-        if (complete) {
-            require(nIn > 0, who + ": nIn must be > 0, got " + nIn + " (set it or give an input type)");
-            require(nOut > 0, who + ": nOut must be > 0, got " + nOut);
-        }
     }
 
     private String who() {
-        return layerName == null ? NAME : NAME + " \"" + layerName + "\"";
-    }
-
-    private static void require(boolean ok, String message) {
-        if (!ok) {
-            throw new IllegalArgumentException(message);
-        }
+        return AttentionSettings.who(NAME, layerName);
     }
 
     /** The per-head size in use: {@code headSize} if set, else {@code nOut / nHeads}. */
@@ -131,14 +111,8 @@ public class FlashAttentionLayer extends FeedForwardLayer {
                              int layerIndex, INDArray layerParamsView, boolean initializeParams,
                              DataType networkDataType) {
         validate(true);
-        FlashAttentionLayerImpl ret = new FlashAttentionLayerImpl(conf, networkDataType);
-        ret.setListeners(trainingListeners);
-        ret.setIndex(layerIndex);
-        ret.setParamsViewArray(layerParamsView);
-        Map<String, INDArray> paramTable = initializer().init(conf, layerParamsView, initializeParams);
-        ret.setParamTable(paramTable);
-        ret.setConf(conf);
-        return ret;
+        return AttentionSettings.wire(new FlashAttentionLayerImpl(conf, networkDataType), conf, initializer(),
+                trainingListeners, layerIndex, layerParamsView, initializeParams);
     }
 
     /** The {@link FlashAttentionParamInitializer}. */
@@ -176,10 +150,7 @@ public class FlashAttentionLayer extends FeedForwardLayer {
     }
 
     private InputType.InputTypeRecurrent requireRecurrent(InputType inputType) {
-        if (inputType == null || inputType.getType() != InputType.Type.RNN) {
-            throw new IllegalStateException(who() + ": expected a recurrent input type, got " + inputType);
-        }
-        return (InputType.InputTypeRecurrent) inputType;
+        return AttentionSettings.requireRecurrent(who(), inputType);
     }
 
     /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */

@@ -9,8 +9,6 @@ import static org.attn4j.layers.FlashAttentionParamInitializer.WO;
 import static org.attn4j.layers.FlashAttentionParamInitializer.WQ;
 import static org.attn4j.layers.FlashAttentionParamInitializer.WV;
 
-import java.util.Arrays;
-
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -18,7 +16,6 @@ import org.attn4j.ops.flash.FlashAttention;
 import org.deeplearning4j.exception.DL4JInvalidInputException;
 import org.deeplearning4j.nn.api.MaskState;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
-import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.gradient.DefaultGradient;
 import org.deeplearning4j.nn.gradient.Gradient;
 import org.deeplearning4j.nn.layers.BaseLayer;
@@ -26,9 +23,7 @@ import org.deeplearning4j.nn.workspace.ArrayType;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.common.primitives.Pair;
 import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * Implementation of {@link FlashAttentionLayer}: hand-written forward and backward around
@@ -109,13 +104,13 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
 
         INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
-        INDArray dO = toHeads(dMerged, b, n, c.getNHeads());
+        INDArray dO = AttentionRows.toHeads(dMerged, b, n, c.getNHeads());
         AttentionGradients g = attention.backward(f.q(), f.k(), f.v(), f.o(), f.lse(), dO, f.mask(),
                 c.effectiveScale());
 
-        INDArray dx = backpropProjection(f.x(), fromHeads(g.dq()), WQ, BQ, workspaceMgr);
-        dx.addi(backpropProjection(f.x(), fromHeads(g.dk()), WK, BK, workspaceMgr));
-        dx.addi(backpropProjection(f.x(), fromHeads(g.dv()), WV, BV, workspaceMgr));
+        INDArray dx = backpropProjection(f.x(), AttentionRows.fromHeads(g.dq()), WQ, BQ, workspaceMgr);
+        dx.addi(backpropProjection(f.x(), AttentionRows.fromHeads(g.dk()), WK, BK, workspaceMgr));
+        dx.addi(backpropProjection(f.x(), AttentionRows.fromHeads(g.dv()), WV, BV, workspaceMgr));
 
         Gradient gradient = new DefaultGradient(gradientsFlattened);
         for (String key : c.initializer().paramKeys(c)) {
@@ -127,25 +122,16 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         return new Pair<>(gradient, epsOut);
     }
 
-    /**
-     * For {@code out = in W + b}: writes dL/dW and dL/db into the gradient views, returns dL/din.
-     */
+    /** For {@code out = in W + b}: writes dL/dW and dL/db into the gradient views, returns dL/din. */
     private INDArray backpropProjection(INDArray in, INDArray dOut, String wKey, String bKey,
                                         LayerWorkspaceMgr workspaceMgr) {
-        Nd4j.gemm(in, dOut, gradientViews.get(wKey), true, false, 1.0, 0.0);
-        gradientViews.get(bKey).assign(dOut.sum(true, 0));
-        INDArray w = getParamWithNoise(wKey, true, workspaceMgr);
-        return dOut.mmul(w.transpose());
+        return AttentionRows.backpropAffine(in, dOut, getParamWithNoise(wKey, true, workspaceMgr),
+                gradientViews.get(wKey), gradientViews.get(bKey));
     }
 
     /** A training forward whose arrays outlive the workspaces open now, so that backprop can use them. */
     private Saved forwardOutsideWorkspaces(LayerWorkspaceMgr workspaceMgr) {
-        MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces();
-        try {
-            return forward(true, workspaceMgr);
-        } finally {
-            outside.close();
-        }
+        return AttentionRows.outsideWorkspaces(() -> forward(true, workspaceMgr));
     }
 
     /** Projections, attention and output projection (before the activation), as rows. */
@@ -158,11 +144,11 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
         AttentionMask mask = attentionMask(c, maskCopy);
 
         INDArray x = toRows(input, c.getNIn());
-        INDArray q = toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
-        INDArray k = toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
-        INDArray v = toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
+        INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
+        INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
+        INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
         AttentionOutput a = attention.forward(q, k, v, mask, c.effectiveScale());
-        INDArray merged = fromHeads(a.output());
+        INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray z = project(merged, WO, BO, training, workspaceMgr);
         INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
         return new Saved(input, maskArray, mask, rowMask, x, q, k, v, a.output(), a.lse(), merged, z);
@@ -177,63 +163,25 @@ public class FlashAttentionLayerImpl extends BaseLayer<FlashAttentionLayer> {
     }
 
     private INDArray project(INDArray in, String wKey, String bKey, boolean training, LayerWorkspaceMgr mgr) {
-        INDArray w = getParamWithNoise(wKey, training, mgr);
-        INDArray bias = getParamWithNoise(bKey, training, mgr);
-        return in.mmul(w).addiRowVector(bias);
+        return AttentionRows.affine(in, getParamWithNoise(wKey, training, mgr),
+                getParamWithNoise(bKey, training, mgr));
     }
 
     private void checkInput(FlashAttentionLayer c) {
-        long features = input.rank() == 3 ? input.size(c.dataFormat() == RNNFormat.NCW ? 1 : 2) : -1;
-        if (features != c.getNIn()) {
-            String expected = c.dataFormat() == RNNFormat.NCW ? "[B, nIn, N]" : "[B, N, nIn]";
-            throw new DL4JInvalidInputException("FlashAttentionLayer: input must have shape " + expected
-                    + " with nIn = " + c.getNIn() + " (" + c.dataFormat() + "), got "
-                    + Arrays.toString(input.shape()) + " " + layerId());
-        }
-        if (maskArray != null && (maskArray.rank() != 2 || maskArray.size(0) != input.size(0)
-                || maskArray.size(1) != timeSteps())) {
-            throw new DL4JInvalidInputException("FlashAttentionLayer: mask must have shape [B, N] = ["
-                    + input.size(0) + ", " + timeSteps() + "], got " + Arrays.toString(maskArray.shape())
-                    + " " + layerId());
-        }
+        AttentionRows.checkInput("FlashAttentionLayer", input, maskArray, c.dataFormat(), c.getNIn(), layerId());
     }
 
     private long timeSteps() {
-        return input.size(layerConf().dataFormat() == RNNFormat.NCW ? 2 : 1);
+        return AttentionRows.timeSteps(input, layerConf().dataFormat());
     }
 
-    /** {@code [B, F, N]} (NCW) or {@code [B, N, F]} (NWC) to a fresh C-order {@code [B*N, F]}. */
     private INDArray toRows(INDArray a, long features) {
-        INDArray bnf = layerConf().dataFormat() == RNNFormat.NCW ? a.permute(0, 2, 1) : a;
-        return bnf.dup('c').reshape('c', a.size(0) * bnf.size(1), features);
+        return AttentionRows.toRows(a, features, layerConf().dataFormat());
     }
 
-    /** Rows {@code [B*N, F]} to a new array of the given type in this layer's layout. */
     private INDArray fromRows(INDArray rows, LayerWorkspaceMgr workspaceMgr, ArrayType type) {
-        long b = input.size(0);
-        long n = timeSteps();
-        long f = rows.size(1);
-        INDArray bnf = rows.reshape('c', b, n, f);
-        if (layerConf().dataFormat() == RNNFormat.NCW) {
-            INDArray out = workspaceMgr.createUninitialized(type, dataType, new long[] {b, f, n}, 'c');
-            return out.assign(bnf.permute(0, 2, 1));
-        }
-        return workspaceMgr.createUninitialized(type, dataType, new long[] {b, n, f}, 'c').assign(bnf);
-    }
-
-    /** Rows {@code [B*N, h*hs]} to C-order heads {@code [B, h, N, hs]}. */
-    private static INDArray toHeads(INDArray rows, long b, long n, int h) {
-        long hs = rows.size(1) / h;
-        return rows.reshape('c', b, n, h, hs).permute(0, 2, 1, 3).dup('c');
-    }
-
-    /** Heads {@code [B, h, N, hs]} to C-order rows {@code [B*N, h*hs]}. */
-    private static INDArray fromHeads(INDArray heads) {
-        long b = heads.size(0);
-        long h = heads.size(1);
-        long n = heads.size(2);
-        long hs = heads.size(3);
-        return heads.permute(0, 2, 1, 3).dup('c').reshape('c', b * n, h * hs);
+        return AttentionRows.fromRows(rows, input.size(0), timeSteps(), layerConf().dataFormat(), workspaceMgr, type,
+                dataType);
     }
 
     /**

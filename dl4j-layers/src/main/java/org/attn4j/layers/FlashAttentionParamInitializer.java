@@ -1,6 +1,5 @@
 package org.attn4j.layers;
 
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -9,7 +8,6 @@ import org.deeplearning4j.nn.api.ParamInitializer;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.layers.Layer;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.indexing.NDArrayIndex;
 
 /**
  * Parameters of a {@link FlashAttentionLayer}, laid out in one flat vector in this order:
@@ -153,27 +151,7 @@ public final class FlashAttentionParamInitializer implements ParamInitializer {
     }
 
     private static Map<String, INDArray> slice(FlashAttentionLayer layer, INDArray flat, String what) {
-        Map<String, long[]> shapes = shapes(layer);
-        long expected = 0;
-        for (long[] shape : shapes.values()) {
-            expected += shape[0] * shape[1];
-        }
-        if (flat.length() != expected) {
-            throw new IllegalArgumentException("FlashAttentionLayer: " + what + " view must have length "
-                    + expected + " for " + layer + ", got " + flat.length() + " (shape "
-                    + Arrays.toString(flat.shape()) + ")");
-        }
-        INDArray vector = flat.reshape(flat.length());
-        // mutable, insertion-ordered: DL4J may add entries and iterates it in flat-vector order
-        Map<String, INDArray> out = new LinkedHashMap<>();
-        long offset = 0;
-        for (Map.Entry<String, long[]> e : shapes.entrySet()) {
-            long[] shape = e.getValue();
-            long len = shape[0] * shape[1];
-            out.put(e.getKey(), vector.get(NDArrayIndex.interval(offset, offset + len)).reshape('f', shape));
-            offset += len;
-        }
-        return out;
+        return AttentionSettings.slice("FlashAttentionLayer", layer, shapes(layer), flat, what);
     }
 
     private static FlashAttentionLayer cast(Layer layer) {

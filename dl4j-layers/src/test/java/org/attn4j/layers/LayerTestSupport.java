@@ -7,6 +7,7 @@ import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.inputs.InputType;
+import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
 import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
@@ -27,10 +28,18 @@ final class LayerTestSupport {
     private LayerTestSupport() {
     }
 
-    /** [FlashAttentionLayer, RnnOutputLayer(softmax, MCXENT)] in the layer's data format. */
-    static MultiLayerConfiguration mlnConf(FlashAttentionLayer attention, DataType dataType, IUpdater updater,
+    /** The data format of a {@link FlashAttentionLayer} or {@link LinearAttentionLayer}. */
+    static RNNFormat formatOf(FeedForwardLayer attention) {
+        if (attention instanceof LinearAttentionLayer l) {
+            return l.dataFormat();
+        }
+        return ((FlashAttentionLayer) attention).dataFormat();
+    }
+
+    /** [attention layer, RnnOutputLayer(softmax, MCXENT)] in the layer's data format. */
+    static MultiLayerConfiguration mlnConf(FeedForwardLayer attention, DataType dataType, IUpdater updater,
                                            long seed) {
-        RNNFormat format = attention.dataFormat();
+        RNNFormat format = formatOf(attention);
         return new NeuralNetConfiguration.Builder()
                 .seed(seed)
                 .dataType(dataType)
@@ -45,16 +54,16 @@ final class LayerTestSupport {
                 .build();
     }
 
-    static MultiLayerNetwork mln(FlashAttentionLayer attention, DataType dataType, IUpdater updater, long seed) {
+    static MultiLayerNetwork mln(FeedForwardLayer attention, DataType dataType, IUpdater updater, long seed) {
         MultiLayerNetwork net = new MultiLayerNetwork(mlnConf(attention, dataType, updater, seed));
         net.init();
         return net;
     }
 
-    /** in -> "attn" (FlashAttentionLayer) -> "out" (RnnOutputLayer). */
-    static ComputationGraphConfiguration graphConf(FlashAttentionLayer attention, DataType dataType,
+    /** in -> "attn" (the attention layer) -> "out" (RnnOutputLayer). */
+    static ComputationGraphConfiguration graphConf(FeedForwardLayer attention, DataType dataType,
                                                    IUpdater updater, long seed) {
-        RNNFormat format = attention.dataFormat();
+        RNNFormat format = formatOf(attention);
         return new NeuralNetConfiguration.Builder()
                 .seed(seed)
                 .dataType(dataType)
@@ -71,7 +80,7 @@ final class LayerTestSupport {
                 .build();
     }
 
-    static ComputationGraph graph(FlashAttentionLayer attention, DataType dataType, IUpdater updater, long seed) {
+    static ComputationGraph graph(FeedForwardLayer attention, DataType dataType, IUpdater updater, long seed) {
         ComputationGraph net = new ComputationGraph(graphConf(attention, dataType, updater, seed));
         net.init();
         return net;
@@ -122,5 +131,10 @@ final class LayerTestSupport {
     /** A small attention layer; callers adjust the builder. */
     static FlashAttentionLayer.Builder attention(int nIn, int nOut, int nHeads) {
         return new FlashAttentionLayer.Builder().nIn(nIn).nOut(nOut).nHeads(nHeads);
+    }
+
+    /** A small linear attention layer; callers adjust the builder. */
+    static LinearAttentionLayer.Builder linear(int nIn, int nOut, int nHeads) {
+        return new LinearAttentionLayer.Builder().nIn(nIn).nOut(nOut).nHeads(nHeads);
     }
 }

@@ -1,0 +1,247 @@
+package org.attn4j.layers;
+
+import static org.attn4j.layers.LayerTestSupport.SEED;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.Arrays;
+import java.util.Random;
+import java.util.stream.Stream;
+
+import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
+import org.deeplearning4j.nn.weights.WeightInit;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.nd4j.linalg.activations.Activation;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.config.NoOp;
+
+/**
+ * The layer's output equals the plain recurrence {@code kv_s = lambda kv_(s-1) + k_s v_s^T}, {@code o_s = q_s^T kv_s}
+ * (or {@code o_s = q_s^T sum_j k_j v_j^T} when not causal), RMS norm with gain and output projection, computed
+ * naively in float64 from the same weights, with the gain and decay logits moved away from their initial values.
+ */
+class LinearAttentionLayerReferenceTest {
+
+    private static final int N_IN = 5;
+    private static final int MB = 3;
+    private static final int N = 7;
+
+    /** A layer setting and the precision to run the network in; {@code decay} null = TransNormerLLM slopes. */
+    record Case(String name, DataType dataType, RNNFormat format, boolean masked, int nOut, int nHeads,
+                int nKvHeads, int headSize, boolean causal, double[] decay, boolean learn, int chunk,
+                Activation activation) {
+        @Override
+        public String toString() {
+            return name;
+        }
+    }
+
+    static Stream<Arguments> cases() {
+        return Stream.of(
+                new Case("causal GQA masked slopes", DataType.DOUBLE, RNNFormat.NCW, true, 8, 4, 2, 0, true, null,
+                        false, 0, Activation.IDENTITY),
+                new Case("causal MHA learned in chunks of 3 NWC", DataType.DOUBLE, RNNFormat.NWC, true, 6, 3, 3, 0,
+                        true, null, true, 3, Activation.IDENTITY),
+                new Case("non-causal MHA masked", DataType.DOUBLE, RNNFormat.NCW, true, 6, 2, 2, 0, false, null,
+                        false, 0, Activation.IDENTITY),
+                new Case("non-causal MQA unmasked NWC", DataType.DOUBLE, RNNFormat.NWC, false, 8, 4, 1, 0, false,
+                        null, false, 0, Activation.IDENTITY),
+                new Case("per-head decay, headSize set, tanh", DataType.DOUBLE, RNNFormat.NCW, true, 5, 2, 1, 3, true,
+                        new double[] {0.95, 0.5}, false, 2, Activation.TANH),
+                new Case("one decay for all heads unmasked", DataType.DOUBLE, RNNFormat.NCW, false, 4, 2, 2, 0, true,
+                        new double[] {0.7}, false, 4, Activation.IDENTITY),
+                new Case("float32 causal GQA masked learned NWC", DataType.FLOAT, RNNFormat.NWC, true, 8, 4, 2, 0,
+                        true, null, true, 3, Activation.IDENTITY))
+                .map(Arguments::of);
+    }
+
+    @BeforeEach
+    void doublePrecision() {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("cases")
+    void matchesNaiveFloat64Recurrence(Case c) {
+        long seed = SEED + c.name().hashCode();
+        Random rnd = new Random(seed);
+        LinearAttentionLayer.Builder b = LayerTestSupport.linear(N_IN, c.nOut(), c.nHeads()).nKvHeads(c.nKvHeads())
+                .headSize(c.headSize()).causal(c.causal()).learnDecay(c.learn()).chunkSize(c.chunk())
+                .dataFormat(c.format()).activation(c.activation());
+        if (c.decay() != null) {
+            b.decay(c.decay());
+        }
+        LinearAttentionLayer layer = b.build();
+        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().seed(seed).dataType(c.dataType())
+                .updater(new NoOp()).weightInit(WeightInit.XAVIER).biasInit(0.1).list().layer(layer).build();
+        MultiLayerNetwork net = new MultiLayerNetwork(conf);
+        net.init();
+        perturb(net.getParam("0_g"), rnd, 1.0, 0.5);
+        if (c.learn()) {
+            perturb(net.getParam("0_theta"), rnd, 0.0, 2.0);
+        }
+        INDArray x = LayerTestSupport.features(rnd, c.dataType(), c.format(), MB, N_IN, N);
+        INDArray mask = c.masked() ? LayerTestSupport.endPaddingMask(c.dataType(), MB, N) : null;
+
+        INDArray actual = net.output(x, false, mask, null);
+        INDArray training = net.output(x, true, mask, null);
+        double[][][] expected = naive(net, layer, x, mask, c);
+
+        long[] shape = c.format() == RNNFormat.NCW ? new long[] {MB, c.nOut(), N} : new long[] {MB, N, c.nOut()};
+        assertArrayEquals(shape, actual.shape(), "output shape for " + c);
+        double tol = c.dataType() == DataType.DOUBLE ? 1e-10 : 5e-5;
+        for (int i = 0; i < MB; i++) {
+            for (int t = 0; t < N; t++) {
+                for (int f = 0; f < c.nOut(); f++) {
+                    String at = "[b=" + i + ", t=" + t + ", f=" + f + "] for " + c + ", seed " + seed;
+                    double a = c.format() == RNNFormat.NCW ? actual.getDouble(i, f, t) : actual.getDouble(i, t, f);
+                    double tr = c.format() == RNNFormat.NCW ? training.getDouble(i, f, t)
+                            : training.getDouble(i, t, f);
+                    assertEquals(expected[i][t][f], a, tol, "output " + at);
+                    assertEquals(a, tr, 0.0, "training-mode output " + at);
+                }
+            }
+        }
+    }
+
+    private static void perturb(INDArray param, Random rnd, double mean, double spread) {
+        for (int i = 0; i < param.length(); i++) {
+            param.putScalar(0, i, mean + spread * rnd.nextGaussian());
+        }
+    }
+
+    /** The layer by its definition, in float64: out[b][t][f]. */
+    private static double[][][] naive(MultiLayerNetwork net, LinearAttentionLayer layer, INDArray x, INDArray mask,
+                                      Case c) {
+        double[][] wq = matrix(net.getParam("0_Wq"));
+        double[] bq = vector(net.getParam("0_bq"));
+        double[][] wk = matrix(net.getParam("0_Wk"));
+        double[] bk = vector(net.getParam("0_bk"));
+        double[][] wv = matrix(net.getParam("0_Wv"));
+        double[] bv = vector(net.getParam("0_bv"));
+        double[] gain = vector(net.getParam("0_g"));
+        double[][] wo = matrix(net.getParam("0_Wo"));
+        double[] bo = vector(net.getParam("0_bo"));
+        double[] lambda = lambdas(net, c);
+        int hs = layer.effectiveHeadSize();
+        int width = c.nHeads() * hs;
+        int group = c.nHeads() / c.nKvHeads();
+        double[][][] out = new double[MB][N][c.nOut()];
+        for (int b = 0; b < MB; b++) {
+            double[][] xs = new double[N][N_IN];
+            for (int t = 0; t < N; t++) {
+                for (int f = 0; f < N_IN; f++) {
+                    xs[t][f] = c.format() == RNNFormat.NCW ? x.getDouble(b, f, t) : x.getDouble(b, t, f);
+                }
+            }
+            double[][] q = affine(xs, wq, bq);
+            double[][] k = affine(xs, wk, bk);
+            double[][] v = affine(xs, wv, bv);
+            for (int t = 0; t < N; t++) {
+                if (!real(mask, b, t)) {
+                    Arrays.fill(k[t], 0.0);
+                    Arrays.fill(v[t], 0.0);
+                }
+            }
+            double[][] merged = new double[N][width];
+            for (int h = 0; h < c.nHeads(); h++) {
+                int g = h / group;
+                double[][] kv = new double[hs][hs];
+                if (!c.causal()) {
+                    for (int s = 0; s < N; s++) {
+                        addOuter(kv, 1.0, k[s], v[s], g * hs, hs);
+                    }
+                }
+                for (int s = 0; s < N; s++) {
+                    if (c.causal()) {
+                        addOuter(kv, lambda[h], k[s], v[s], g * hs, hs);
+                    }
+                    for (int e = 0; e < hs; e++) {
+                        for (int d = 0; d < hs; d++) {
+                            merged[s][h * hs + e] += q[s][h * hs + d] * kv[d][e];
+                        }
+                    }
+                }
+            }
+            double[][] normed = new double[N][width];
+            for (int t = 0; t < N; t++) {
+                double sq = 0;
+                for (int f = 0; f < width; f++) {
+                    sq += merged[t][f] * merged[t][f];
+                }
+                double rms = Math.sqrt(sq / width + 1e-6);
+                for (int f = 0; f < width; f++) {
+                    normed[t][f] = gain[f] * merged[t][f] / rms;
+                }
+            }
+            double[][] z = affine(normed, wo, bo);
+            for (int t = 0; t < N; t++) {
+                for (int f = 0; f < c.nOut(); f++) {
+                    double y = c.activation() == Activation.TANH ? Math.tanh(z[t][f]) : z[t][f];
+                    out[b][t][f] = real(mask, b, t) ? y : 0;
+                }
+            }
+        }
+        return out;
+    }
+
+    /** {@code kv = decay kv + k v^T} over the kv head's slice {@code [from, from + hs)}. */
+    private static void addOuter(double[][] kv, double decay, double[] k, double[] v, int from, int hs) {
+        for (int d = 0; d < hs; d++) {
+            for (int e = 0; e < hs; e++) {
+                kv[d][e] = decay * kv[d][e] + k[from + d] * v[from + e];
+            }
+        }
+    }
+
+    /** Lambda per query head: sigmoid(theta) when learned, the configured values, or TransNormerLLM's slopes. */
+    private static double[] lambdas(MultiLayerNetwork net, Case c) {
+        double[] lambda = new double[c.nHeads()];
+        double[] theta = c.learn() ? vector(net.getParam("0_theta")) : null;
+        for (int h = 0; h < c.nHeads(); h++) {
+            if (theta != null) {
+                lambda[h] = 1 / (1 + Math.exp(-theta[h]));
+            } else if (c.decay() != null) {
+                lambda[h] = c.decay()[c.decay().length == 1 ? 0 : h];
+            } else {
+                // TransNormerLLM: head h of H decays with exp(-slope), slope = 2^(-8 (h + 1) / H)
+                lambda[h] = Math.exp(-1.0 / Math.pow(2.0, 8.0 * (h + 1) / c.nHeads()));
+            }
+        }
+        return lambda;
+    }
+
+    private static boolean real(INDArray mask, int b, int t) {
+        return mask == null || mask.getDouble(b, t) != 0;
+    }
+
+    private static double[][] affine(double[][] in, double[][] w, double[] bias) {
+        double[][] out = new double[in.length][bias.length];
+        for (int r = 0; r < in.length; r++) {
+            for (int o = 0; o < bias.length; o++) {
+                double acc = bias[o];
+                for (int i = 0; i < w.length; i++) {
+                    acc += in[r][i] * w[i][o];
+                }
+                out[r][o] = acc;
+            }
+        }
+        return out;
+    }
+
+    private static double[][] matrix(INDArray a) {
+        return a.castTo(DataType.DOUBLE).toDoubleMatrix();
+    }
+
+    private static double[] vector(INDArray a) {
+        return a.castTo(DataType.DOUBLE).toDoubleVector();
+    }
+}
