@@ -38,8 +38,9 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}).")
     int n;
 
-    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
-            description = "Timed runs per configuration, median reported (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "3",
+            description = "Timed runs per configuration in each of 3 rounds, median of all reported "
+                    + "(default: ${DEFAULT-VALUE}).")
     int repeats;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
@@ -57,6 +58,8 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
     private record Row(Config config, double forwardMs, double forwardBackwardMs) {
     }
 
+    private static final int ROUNDS = 3;
+
     @Override
     public Integer call() throws IOException {
         if (n < 1 || repeats < 1) {
@@ -66,11 +69,11 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         List<Config> configs = List.of(
                 new Config("attn4j policy: " + cores + " Java threads, native threads pinned to 1, vector tile pass",
                         cores, cores, true, true, true),
-                new Config(cores + " Java threads, native threads left at " + cores + " (not pinned)", cores, cores,
+                new Config(cores + " Java threads, ND4J native thread count left at " + cores + " (not pinned)", cores, cores,
                         false, true, false),
-                new Config("1 Java thread, " + cores + " native threads (ND4J's default)", cores, 1, false, true,
+                new Config("1 Java thread, ND4J native thread count " + cores, cores, 1, false, true,
                         false),
-                new Config("1 Java thread, 1 native thread", 1, 1, false, true, false),
+                new Config("1 Java thread, ND4J native thread count 1", 1, 1, false, true, false),
                 new Config("attn4j policy, ND4J element-wise ops instead of the vector tile pass", cores, cores, true,
                         false, false));
         PrintWriter log = spec.commandLine().getOut();
@@ -80,24 +83,28 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
                 .castTo(DataType.FLOAT);
         INDArray v = Nd4j.getRandomFactory().getNewRandomInstance(3).nextGaussian(new long[] {1, 1, n, 64})
                 .castTo(DataType.FLOAT);
-        List<Row> rows = new ArrayList<>();
         var env = Nd4j.getEnvironment();
         int savedThreads = env.maxThreads();
         int savedBlas = Nd4j.factory().blas().getMaxThreads();
+        // Rounds over all configurations, so drift on a shared machine hits them alike; the first round
+        // only warms up (the JIT compiles the vector tile pass after a few calls).
+        double[][] forward = new double[configs.size()][ROUNDS * repeats];
+        double[][] forwardBackward = new double[configs.size()][ROUNDS * repeats];
         try {
-            for (Config c : configs) {
-                env.setMaxThreads(c.nativeThreads());
-                env.setMaxMasterThreads(c.nativeThreads());
-                Nd4j.factory().blas().setMaxThreads(c.nativeThreads());
-                System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
-                System.setProperty("attn4j.noVector", Boolean.toString(!c.vector()));
-                FlashAttention op = FlashAttention.withTiles(FlashAttention.DEFAULT_BLOCK, FlashAttention.DEFAULT_BLOCK,
-                        c.javaThreads());
-                Row r = time(c, op, q, k, v);
-                rows.add(r);
-                log.printf(Locale.ROOT, "%-80s forward %8.1f ms  forward+backward %8.1f ms%n", c.name(),
-                        r.forwardMs(), r.forwardBackwardMs());
-                log.flush();
+            for (int round = -1; round < ROUNDS; round++) {
+                for (int i = 0; i < configs.size(); i++) {
+                    Config c = configs.get(i);
+                    apply(c);
+                    FlashAttention op = FlashAttention.withTiles(FlashAttention.DEFAULT_BLOCK,
+                            FlashAttention.DEFAULT_BLOCK, c.javaThreads());
+                    for (int r = 0; r < repeats; r++) {
+                        double[] t = timeOnce(op, q, k, v);
+                        if (round >= 0) {
+                            forward[i][round * repeats + r] = t[0];
+                            forwardBackward[i][round * repeats + r] = t[1];
+                        }
+                    }
+                }
             }
         } finally {
             System.clearProperty("attn4j.pinNativeThreads");
@@ -106,6 +113,14 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
             env.setMaxMasterThreads(savedThreads);
             Nd4j.factory().blas().setMaxThreads(savedBlas);
         }
+        List<Row> rows = new ArrayList<>();
+        for (int i = 0; i < configs.size(); i++) {
+            Row r = new Row(configs.get(i), GemmRate.median(forward[i]), GemmRate.median(forwardBackward[i]));
+            rows.add(r);
+            log.printf(Locale.ROOT, "%-80s forward %8.1f ms  forward+backward %8.1f ms%n", r.config().name(),
+                    r.forwardMs(), r.forwardBackwardMs());
+        }
+        log.flush();
         Files.createDirectories(out);
         MarkdownSection.replace(out.resolve("threading.md"), "threading", markdown(rows, cores));
         log.printf("wrote the 'threading' section of %s%n", out.resolve("threading.md"));
@@ -113,34 +128,39 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         return 0;
     }
 
-    private Row time(Config c, FlashAttention op, INDArray q, INDArray k, INDArray v) {
+    private static void apply(Config c) {
+        var env = Nd4j.getEnvironment();
+        env.setMaxThreads(c.nativeThreads());
+        env.setMaxMasterThreads(c.nativeThreads());
+        Nd4j.factory().blas().setMaxThreads(c.nativeThreads());
+        System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
+        System.setProperty("attn4j.noVector", Boolean.toString(!c.vector()));
+    }
+
+    /** Forward ms and forward+backward ms of one call. */
+    private static double[] timeOnce(FlashAttention op, INDArray q, INDArray k, INDArray v) {
         AttentionMask mask = AttentionMask.none();
-        double[] f = new double[repeats];
-        double[] fb = new double[repeats];
-        for (int r = -1; r < repeats; r++) {
-            long t0 = System.nanoTime();
-            AttentionOutput o = op.forward(q, k, v, mask);
-            long t1 = System.nanoTime();
-            AttentionGradients g = op.backward(q, k, v, o.output(), o.lse(), o.output(), mask,
-                    FlashAttention.defaultScale(64));
-            long t2 = System.nanoTime();
-            if (r >= 0) {
-                f[r] = (t1 - t0) / 1e6;
-                fb[r] = (t2 - t0) / 1e6;
-            }
-            for (INDArray a : new INDArray[] {o.output(), o.lse(), g.dq(), g.dk(), g.dv()}) {
-                a.close();
-            }
+        long t0 = System.nanoTime();
+        AttentionOutput o = op.forward(q, k, v, mask);
+        long t1 = System.nanoTime();
+        AttentionGradients g = op.backward(q, k, v, o.output(), o.lse(), o.output(), mask,
+                FlashAttention.defaultScale(q.size(3)));
+        long t2 = System.nanoTime();
+        for (INDArray a : new INDArray[] {o.output(), o.lse(), g.dq(), g.dk(), g.dv()}) {
+            a.close();
         }
-        return new Row(c, GemmRate.median(f), GemmRate.median(fb));
+        return new double[] {(t1 - t0) / 1e6, (t2 - t0) / 1e6};
     }
 
     private String markdown(List<Row> rows, int cores) {
         Row policy = rows.get(0);
         StringBuilder md = new StringBuilder();
         md.append(String.format(Locale.ROOT, "Flash attention, N = %d, D = 64, one head, float32, full mask; "
-                + "median of %d runs after a warm-up, all in one process on %d cores (%s). Generated by "
-                + "`./attn4j bench threading`.%n%n", n, repeats, cores, java.time.LocalDate.now()));
+                + "median of %d runs (%d rounds over all configurations after a warm-up round), all in one process "
+                + "on %d cores (%s). Generated by `./attn4j bench threading`.%n%n", n, ROUNDS * repeats, ROUNDS, cores, java.time.LocalDate.now()));
+        md.append(String.format(Locale.ROOT, "The native thread count is set at run time through ND4J "
+                + "(`Environment.setMaxThreads`, `Blas.setMaxThreads`); the process started with "
+                + "OMP_NUM_THREADS=%s.%n%n", System.getenv().getOrDefault("OMP_NUM_THREADS", "unset")));
         md.append("| configuration | forward ms | forward+backward ms | time / policy (fwd+bwd) |\n");
         md.append("|---|---:|---:|---:|\n");
         for (Row r : rows) {
