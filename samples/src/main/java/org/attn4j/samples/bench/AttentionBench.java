@@ -183,13 +183,30 @@ final class AttentionBench {
 
     /** The stock op in its own layout, [B, D, N] (features before time), so no transpose is timed. */
     private static void stockOnce(StockInputs in, Pass pass) {
-        INDArray[] out = Nd4j.exec(new DotProductAttention(in.q, in.k, in.v, null, true, false));
-        if (pass == Pass.FORWARD_BACKWARD) {
-            DynamicCustomOp bp = DynamicCustomOp.builder("dot_product_attention_bp")
-                    .addInputs(in.q, in.k, in.v, in.dO).addIntegerArguments(1).build();
-            close(Nd4j.exec(bp));
+        // The stock op parallelises inside libnd4j: give it every core (the launcher starts the process with
+        // one native thread for attn4j's own policy), so it is measured at its best, not handicapped.
+        var env = Nd4j.getEnvironment();
+        var blas = Nd4j.factory().blas();
+        int threads = env.maxThreads();
+        int master = env.maxMasterThreads();
+        int blasThreads = blas.getMaxThreads();
+        int cores = Runtime.getRuntime().availableProcessors();
+        env.setMaxThreads(cores);
+        env.setMaxMasterThreads(cores);
+        blas.setMaxThreads(cores);
+        try {
+            INDArray[] out = Nd4j.exec(new DotProductAttention(in.q, in.k, in.v, null, true, false));
+            if (pass == Pass.FORWARD_BACKWARD) {
+                DynamicCustomOp bp = DynamicCustomOp.builder("dot_product_attention_bp")
+                        .addInputs(in.q, in.k, in.v, in.dO).addIntegerArguments(1).build();
+                close(Nd4j.exec(bp));
+            }
+            close(out);
+        } finally {
+            env.setMaxThreads(threads);
+            env.setMaxMasterThreads(master);
+            blas.setMaxThreads(blasThreads);
         }
-        close(out);
     }
 
     /**

@@ -27,7 +27,7 @@ import picocli.CommandLine.Spec;
             "Writes OUT/bench-attention.csv, OUT/bench-attention.png and a section of OUT/benchmarks.md."})
 public final class AttentionBenchCommand implements Callable<Integer> {
 
-    @Option(names = "--max-n", paramLabel = "N", defaultValue = "65536",
+    @Option(names = "--max-n", paramLabel = "N", defaultValue = "131072",
             description = "Largest sequence length (default: ${DEFAULT-VALUE}); above 65536 forward only.")
     int maxN;
 

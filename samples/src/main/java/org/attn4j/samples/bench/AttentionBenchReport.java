@@ -146,8 +146,11 @@ final class AttentionBenchReport {
                         + "times that (the backward does 2.5 times the forward's products); causal half.%n",
                 gemm.best() / 1e9, gemm.size(), gemm.threads(), gemm.allThreads() / 1e9, gemm.oneThread() / 1e9));
         b.append("- ND4J stock: `DotProductAttention` and `dot_product_attention_bp` (custom ops of ND4J "
-                + m.nd4jVersion() + ") in their own [B, D, N] layout. They build the N x N score matrix and "
-                + "have no causal mask.\n\n");
+                + m.nd4jVersion() + ") in their own [B, D, N] layout, with ND4J's native thread count at the "
+                + "number of cores while they run (their own parallelism). They build the N x N score matrix and "
+                + "have no causal mask.\n");
+        b.append("- attn4j: the threading policy of docs/threading.md (Java threads, native threads pinned to 1).\n\n");
+        b.append(targets(rows, s));
         b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | stock fwd | "
                 + "stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
         b.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -171,6 +174,71 @@ final class AttentionBenchReport {
         b.append("\n![attention time against N, log-log](").append(PNG).append(")\n\n");
         b.append("Every row, with full failure messages: [").append(CSV).append("](").append(CSV).append(").\n");
         return b.toString();
+    }
+
+    /** PyTorch 1.13 plain attention, OpenBLAS, 2 threads, D = 64, on this kind of machine (DL4J-M2.1-FACTS.md). */
+    private static final int[] TORCH_N = {4096, 16384};
+    private static final double[] TORCH_FWD_MS = {90, 2700};
+    private static final double[] TORCH_FWD_BWD_MS = {221, 5800};
+    private static final int TARGET_N = 4096;
+
+    /** The targets, computed from this run's rows. */
+    private static String targets(List<BenchResult> rows, AttentionBench.Settings s) {
+        StringBuilder b = new StringBuilder("Targets (from this run):\n\n");
+        for (boolean causal : new boolean[] {false, true}) {
+            Optional<BenchResult> f = find(rows, TARGET_N, Impl.ATTN4J, causal, Pass.FORWARD);
+            Optional<BenchResult> fb = find(rows, TARGET_N, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD);
+            Optional<BenchResult> ff = find(rows, TARGET_N, Impl.FLOOR, causal, Pass.FORWARD);
+            Optional<BenchResult> ffb = find(rows, TARGET_N, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD);
+            if (ok(f) && ok(fb) && ok(ff) && ok(ffb)) {
+                b.append(String.format(Locale.ROOT, "- N = %d, %s: forward %.1f ms = %.2f x its floor (target 2.5, "
+                                + "goal 1.5); forward+backward %.1f ms = %.2f x its floor (target 3).%n", TARGET_N,
+                        causal ? "causal" : "full", f.get().medianMs(), f.get().medianMs() / ff.get().medianMs(),
+                        fb.get().medianMs(), fb.get().medianMs() / ffb.get().medianMs()));
+            }
+        }
+        int measured = 0;
+        int ahead = 0;
+        for (int n : s.lengths()) {
+            for (Pass pass : Pass.values()) {
+                Optional<BenchResult> ours = find(rows, n, Impl.ATTN4J, false, pass);
+                Optional<BenchResult> stock = find(rows, n, Impl.STOCK, false, pass);
+                if (ok(ours) && ok(stock)) {
+                    measured++;
+                    ahead += ours.get().medianMs() < stock.get().medianMs() ? 1 : 0;
+                }
+            }
+        }
+        b.append(String.format(Locale.ROOT, "- Against ND4J's stock op (full mask): attn4j faster in %d of the %d "
+                + "configurations where both ran.%n", ahead, measured));
+        for (int i = 0; i < TORCH_N.length; i++) {
+            Optional<BenchResult> f = find(rows, TORCH_N[i], Impl.ATTN4J, false, Pass.FORWARD);
+            Optional<BenchResult> fb = find(rows, TORCH_N[i], Impl.ATTN4J, false, Pass.FORWARD_BACKWARD);
+            if (ok(f) && ok(fb)) {
+                b.append(String.format(Locale.ROOT, "- Against PyTorch's plain attention at N = %d (%.0f ms forward, "
+                                + "%.0f ms forward+backward, measured once on this kind of machine, not in this run): "
+                                + "attn4j %.1f ms and %.1f ms.%n", TORCH_N[i], TORCH_FWD_MS[i], TORCH_FWD_BWD_MS[i],
+                        f.get().medianMs(), fb.get().medianMs()));
+            }
+        }
+        List<Integer> ns = s.lengths();
+        if (ns.size() >= 2) {
+            int big = ns.get(ns.size() - 1);
+            int small = ns.get(ns.size() - 2);
+            Optional<BenchResult> pb = find(rows, big, Impl.ATTN4J, false, Pass.FORWARD);
+            Optional<BenchResult> ps = find(rows, small, Impl.ATTN4J, false, Pass.FORWARD);
+            if (ok(pb) && ok(ps) && ps.get().peakIncreaseBytes() > 0) {
+                b.append(String.format(Locale.ROOT, "- Memory: forward peak rise %.1f MB at N = %d and %.1f MB at "
+                                + "N = %d (x%.2f for twice the tokens; the output and LSE alone are 4·N·(D+1) bytes).%n",
+                        ps.get().peakIncreaseBytes() / 1e6, small, pb.get().peakIncreaseBytes() / 1e6, big,
+                        pb.get().peakIncreaseBytes() / (double) ps.get().peakIncreaseBytes()));
+            }
+        }
+        return b.append('\n').toString();
+    }
+
+    private static boolean ok(Optional<BenchResult> r) {
+        return r.isPresent() && r.get().status() == Status.OK;
     }
 
     private static Optional<BenchResult> find(List<BenchResult> rows, int n, Impl impl, boolean causal, Pass pass) {
