@@ -3,6 +3,7 @@ package org.attn4j.ops.linear;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.attn4j.ops.Flat;
 import org.attn4j.ops.Views;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -11,7 +12,9 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * The chunked causal kernels of {@link LinearAttention}, one instance per worker thread (it owns its
  * scratch buffers). Each phase works on one chunk, or one (batch, head) for the scans; see
- * {@link LinearAttention} for the formulas. Arrays are C-ordered and offset-free.
+ * {@link LinearAttention} for the formulas. Products are ND4J gemms; the element-wise work (decay
+ * mask, row weights, the scans over the {@code D x D} states) runs in Java on the flat buffers
+ * ({@link Flat}). Arrays are C-ordered and offset-free.
  */
 final class ChunkKernel {
 
@@ -32,46 +35,32 @@ final class ChunkKernel {
         int c = plan.length(t);
         int d = s.headDim();
         ChunkTables tab = plan.tables(h, c);
-        INDArray qt = Views.matrix(q, plan.qOffset(b, h, t), c, d);
-        INDArray kt = Views.matrix(k, plan.kOffset(b, h / s.group(), t), c, d);
-        INDArray vt = Views.matrix(v, plan.kOffset(b, h / s.group(), t), c, d);
+        long kOff = plan.kOffset(b, h / s.group(), t);
+        INDArray kt = Views.matrix(k, kOff, c, d);
+        INDArray vt = Views.matrix(v, kOff, c, d);
         INDArray a = buffer(0, c, c);
-        Nd4j.gemm(qt, kt, a, false, true, 1.0, 0.0);
-        a.muli(tab.mask);
+        Nd4j.gemm(Views.matrix(q, plan.qOffset(b, h, t), c, d), kt, a, false, true, 1.0, 0.0);
+        Flat.of(a).multiply(tab.mask, c * c);
         Nd4j.gemm(a, vt, Views.matrix(out, plan.qOffset(b, h, t), c, d), false, false, 1.0, 0.0);
-        INDArray kd = buffer(1, c, d).assign(kt).muliColumnVector(tab.out);
+        INDArray kd = buffer(1, c, d);
+        Flat.of(kd).scaledRows(Flat.of(k), kOff, tab.out, c, d);
         Nd4j.gemm(kd, vt, plan.state(states, b, h, t), true, false, 1.0, 0.0);
     }
 
     /**
      * Forward phase 2 for (b, h): turns the chunks' own states into the states entering each chunk
-     * ({@code S_t = lambda^c S_(t-1) + own_t}, algorithm 2 line 16) and returns the final state.
+     * ({@code S_t = lambda^c S_(t-1) + own_t}, algorithm 2 line 16) and writes the final state.
      */
     void forwardScan(INDArray states, INDArray kvIn, INDArray kvOut, int b, int h) {
-        int d = s.headDim();
-        long at = ((long) b * s.heads() + h) * d * d;
-        INDArray run = buffer(2, d, d);
-        INDArray own = buffer(3, d, d);
-        if (kvIn == null) {
-            run.assign(0);
-        } else {
-            run.assign(Views.matrix(kvIn, at, d, d));
-        }
-        for (int t = 0; t < plan.chunks; t++) {
-            INDArray st = plan.state(states, b, h, t);
-            own.assign(st);
-            st.assign(run);
-            run.muli(plan.tables(h, plan.length(t)).whole).addi(own);
-        }
-        Views.matrix(kvOut, at, d, d).assign(run);
+        scan(states, kvIn, kvOut, b, h, false);
     }
 
     /** Forward phase 3, chunk t of (b, h): {@code O_t += Lambda Q_t S_(t-1)} (algorithm 2 line 14). */
     void forwardInter(INDArray q, INDArray out, INDArray states, int b, int h, int t) {
         int c = plan.length(t);
         int d = s.headDim();
-        INDArray qa = buffer(1, c, d).assign(Views.matrix(q, plan.qOffset(b, h, t), c, d))
-                .muliColumnVector(plan.tables(h, c).in);
+        INDArray qa = buffer(1, c, d);
+        Flat.of(qa).scaledRows(Flat.of(q), plan.qOffset(b, h, t), plan.tables(h, c).in, c, d);
         Nd4j.gemm(qa, plan.state(states, b, h, t), Views.matrix(out, plan.qOffset(b, h, t), c, d),
                 false, false, 1.0, 1.0);
     }
@@ -97,21 +86,24 @@ final class ChunkKernel {
             INDArray qt = Views.matrix(q, qOff, c, d);
             INDArray dot = Views.matrix(dOut, qOff, c, d);
             INDArray dqt = Views.matrix(dq, qOff, c, d);
+            INDArray entering = plan.state(states, b, h, t);
             INDArray dp = buffer(0, c, c);
             Nd4j.gemm(dot, vt, dp, false, true, 1.0, 0.0);
             INDArray a = buffer(4, c, c);
             Nd4j.gemm(qt, kt, a, false, true, 1.0, 0.0);
             if (dDecay != null) {
-                dDecay[h] += decayIntra(tab, qt, dot, a, dp, plan.state(states, b, h, t), c);
+                dDecay[h] += decayIntra(tab, qt, dOut, qOff, a, dp, entering, c);
             }
-            dp.muli(tab.mask);
+            Flat.of(dp).multiply(tab.mask, c * c);
             Nd4j.gemm(dp, kt, dqt, false, false, 1.0, 0.0);
             Nd4j.gemm(dp, qt, dkt, true, false, 1.0, 1.0);
-            a.muli(tab.mask);
+            Flat.of(a).multiply(tab.mask, c * c);
             Nd4j.gemm(a, dot, dvt, true, false, 1.0, 1.0);
-            INDArray doa = buffer(1, c, d).assign(dot).muliColumnVector(tab.in);
-            Nd4j.gemm(doa, plan.state(states, b, h, t), dqt, false, true, 1.0, 1.0);
-            INDArray qa = buffer(5, c, d).assign(qt).muliColumnVector(tab.in);
+            INDArray doa = buffer(1, c, d);
+            Flat.of(doa).scaledRows(Flat.of(dOut), qOff, tab.in, c, d);
+            Nd4j.gemm(doa, entering, dqt, false, true, 1.0, 1.0);
+            INDArray qa = buffer(5, c, d);
+            Flat.of(qa).scaledRows(Flat.of(q), qOff, tab.in, c, d);
             Nd4j.gemm(qa, dot, plan.state(dStates, b, h, t), true, false, 1.0, 0.0);
         }
     }
@@ -119,25 +111,10 @@ final class ChunkKernel {
     /**
      * Backward phase 2 for (b, h), last chunk first: turns each chunk's own state gradient into the
      * gradient of the state leaving it ({@code H_(t-1) = lambda^c H_t + own_t}, algorithm 3 line 18) and
-     * returns the gradient of the incoming state.
+     * writes the gradient of the incoming state.
      */
     void backwardScan(INDArray dStates, INDArray dKvOut, INDArray dKvIn, int b, int h) {
-        int d = s.headDim();
-        long at = ((long) b * s.heads() + h) * d * d;
-        INDArray run = buffer(2, d, d);
-        INDArray own = buffer(3, d, d);
-        if (dKvOut == null) {
-            run.assign(0);
-        } else {
-            run.assign(Views.matrix(dKvOut, at, d, d));
-        }
-        for (int t = plan.chunks - 1; t >= 0; t--) {
-            INDArray st = plan.state(dStates, b, h, t);
-            own.assign(st);
-            st.assign(run);
-            run.muli(plan.tables(h, plan.length(t)).whole).addi(own);
-        }
-        Views.matrix(dKvIn, at, d, d).assign(run);
+        scan(dStates, dKvOut, dKvIn, b, h, true);
     }
 
     /** Backward phase 3, chunk t of (b, hk): dK and dV's inter parts from the leaving-state gradients. */
@@ -152,13 +129,48 @@ final class ChunkKernel {
             int h = hk * s.group() + g;
             ChunkTables tab = plan.tables(h, c);
             INDArray leaving = plan.state(dStates, b, h, t);
-            INDArray vb = buffer(1, c, d).assign(vt).muliColumnVector(tab.out);
+            INDArray vb = buffer(1, c, d);
+            Flat.of(vb).scaledRows(Flat.of(v), kOff, tab.out, c, d);
             Nd4j.gemm(vb, leaving, Views.matrix(dk, kOff, c, d), false, true, 1.0, 1.0);
-            INDArray kb = buffer(5, c, d).assign(kt).muliColumnVector(tab.out);
+            INDArray kb = buffer(5, c, d);
+            Flat.of(kb).scaledRows(Flat.of(k), kOff, tab.out, c, d);
             Nd4j.gemm(kb, leaving, Views.matrix(dv, kOff, c, d), false, false, 1.0, 1.0);
             if (dDecay != null) {
-                dDecay[h] += decayInter(tab, kt, vt, leaving, plan.state(states, b, h, t), c);
+                dDecay[h] += decayInter(tab, kt, v, kOff, leaving, dStates, states, plan.stateOffset(b, h, t), c);
             }
+        }
+    }
+
+    /**
+     * The sequential pass over one (b, h)'s chunk states, in Java on the flat buffers: forward turns each
+     * chunk's own state into the state entering it, backward (last chunk first) each own state gradient into
+     * the gradient of the state leaving it. {@code first} (null = 0) starts the running state, {@code last}
+     * receives its end.
+     */
+    private void scan(INDArray states, INDArray first, INDArray last, int b, int h, boolean backward) {
+        int d2 = s.headDim() * s.headDim();
+        long at = ((long) b * s.heads() + h) * d2;
+        double[] run = new double[d2];
+        if (first != null) {
+            Flat f = Flat.of(first);
+            for (int i = 0; i < d2; i++) {
+                run[i] = f.get(at + i);
+            }
+        }
+        Flat st = Flat.of(states);
+        for (int step = 0; step < plan.chunks; step++) {
+            int t = backward ? plan.chunks - 1 - step : step;
+            double w = plan.tables(h, plan.length(t)).whole;
+            long base = plan.stateOffset(b, h, t);
+            for (int i = 0; i < d2; i++) {
+                double own = st.get(base + i);
+                st.set(base + i, run[i]);
+                run[i] = run[i] * w + own;
+            }
+        }
+        Flat l = Flat.of(last);
+        for (int i = 0; i < d2; i++) {
+            l.set(at + i, run[i]);
         }
     }
 
@@ -169,28 +181,31 @@ final class ChunkKernel {
      *   (c) c lambda^(c-1) <H, S>                          (d) sum_j (c-1-j) lambda^(c-2-j) k_j^T H v_j
      * (a) and (b) come from the intra pass, (c) and (d) from the inter pass.
      */
-    private double decayIntra(ChunkTables tab, INDArray qt, INDArray dot, INDArray scores, INDArray dp,
+    private double decayIntra(ChunkTables tab, INDArray qt, INDArray dOut, long qOff, INDArray scores, INDArray dp,
                               INDArray entering, int c) {
-        double b = scores.mul(dp).muli(tab.maskSlope).sumNumber().doubleValue();
-        double[] x = qt.mmul(entering).muli(dot).sum(1).castTo(org.nd4j.linalg.api.buffer.DataType.DOUBLE)
-                .toDoubleVector();
-        double a = 0;
-        for (int i = 0; i < c; i++) {
-            a += tab.inSlope[i] * x[i];
+        Flat a = Flat.of(scores);
+        Flat p = Flat.of(dp);
+        double partB = 0;
+        for (int i = 0; i < c * c; i++) {
+            partB += a.get(i) * p.get(i) * tab.maskSlope[i];
         }
-        return a + b;
+        INDArray qs = buffer(6, c, s.headDim());
+        Nd4j.gemm(qt, entering, qs, false, false, 1.0, 0.0);
+        return partB + Flat.of(qs).weightedRowDots(Flat.of(dOut), qOff, tab.inSlope, c, s.headDim());
     }
 
-    private double decayInter(ChunkTables tab, INDArray kt, INDArray vt, INDArray leaving, INDArray entering,
-                              int c) {
-        double cTerm = tab.wholeSlope * leaving.mul(entering).sumNumber().doubleValue();
-        double[] y = kt.mmul(leaving).muli(vt).sum(1).castTo(org.nd4j.linalg.api.buffer.DataType.DOUBLE)
-                .toDoubleVector();
-        double dTerm = 0;
-        for (int j = 0; j < c; j++) {
-            dTerm += tab.outSlope[j] * y[j];
+    private double decayInter(ChunkTables tab, INDArray kt, INDArray v, long kOff, INDArray leaving,
+                              INDArray dStates, INDArray states, long at, int c) {
+        int d2 = s.headDim() * s.headDim();
+        Flat hs = Flat.of(dStates);
+        Flat st = Flat.of(states);
+        double partC = 0;
+        for (int i = 0; i < d2; i++) {
+            partC += hs.get(at + i) * st.get(at + i);
         }
-        return cTerm + dTerm;
+        INDArray kh = buffer(6, c, s.headDim());
+        Nd4j.gemm(kt, leaving, kh, false, false, 1.0, 0.0);
+        return tab.wholeSlope * partC + Flat.of(kh).weightedRowDots(Flat.of(v), kOff, tab.outSlope, c, s.headDim());
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

@@ -23,7 +23,7 @@ final class ChunkPlan {
         for (int h = 0; h < s.heads(); h++) {
             double lambda = decay.lambda(h);
             for (int c : new int[] {this.chunk, length(chunks - 1)}) {
-                tables.computeIfAbsent(key(h, c), x -> new ChunkTables(lambda, c, s.dataType()));
+                tables.computeIfAbsent(key(h, c), x -> new ChunkTables(lambda, c));
             }
         }
     }
@@ -46,8 +46,13 @@ final class ChunkPlan {
 
     /** The {@code D x D} state of chunk t of (b, h) inside a {@code [B, H, T, D, D]} array. */
     INDArray state(INDArray states, int b, int h, int t) {
+        return Views.matrix(states, stateOffset(b, h, t), s.headDim(), s.headDim());
+    }
+
+    /** Where that state starts in the flat buffer. */
+    long stateOffset(int b, int h, int t) {
         long d = s.headDim();
-        return Views.matrix(states, ((((long) b * s.heads() + h) * chunks) + t) * d * d, d, d);
+        return ((((long) b * s.heads() + h) * chunks) + t) * d * d;
     }
 
     private static long key(int h, int c) {
