@@ -1,9 +1,7 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
-import java.util.HashMap;
-import java.util.Map;
-
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -35,7 +33,6 @@ final class BackwardKernel {
     private final TilePlan plan;
     private final double scale;
     private final DataType type;
-    private final Map<Long, INDArray> buffers = new HashMap<>();
     private final TileMath math;
 
     /**
@@ -102,10 +99,7 @@ final class BackwardKernel {
     }
 
     private INDArray buffer(int slot, int rows, int cols) {
-        return buffers.computeIfAbsent(key(slot, rows, cols), x -> Nd4j.create(type, rows, cols));
+        return Scratch.matrix(slot, type, rows, cols);
     }
 
-    private static long key(int slot, int rows, int cols) {
-        return ((long) slot << 58) | ((long) rows << 29) | cols;
-    }
 }

@@ -1,9 +1,7 @@
 package org.attn4j.ops.linear;
 
-import java.util.HashMap;
-import java.util.Map;
-
 import org.attn4j.ops.Flat;
+import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -20,7 +18,6 @@ final class ChunkKernel {
 
     private final AttentionShapes s;
     private final ChunkPlan plan;
-    private final Map<Long, INDArray> buffers = new HashMap<>();
     /** This thread's share of dL/dlambda per query head, when asked for. */
     final double[] dDecay;
 
@@ -209,7 +206,6 @@ final class ChunkKernel {
     }
 
     private INDArray buffer(int slot, int rows, int cols) {
-        long key = ((long) slot << 58) | ((long) rows << 29) | cols;
-        return buffers.computeIfAbsent(key, x -> Nd4j.create(s.dataType(), rows, cols));
+        return Scratch.matrix(slot, s.dataType(), rows, cols);
     }
 }

@@ -45,7 +45,7 @@ import org.nd4j.linalg.factory.Nd4j;
 public final class LinearAttention {
 
     /** Default chunk size. */
-    public static final int DEFAULT_CHUNK = 128;
+    public static final int DEFAULT_CHUNK = 256;
 
     private static final String OP = "LinearAttention";
     private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0, false);
@@ -118,12 +118,13 @@ public final class LinearAttention {
         INDArray states = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
         int perHead = plan.chunks;
         int heads = s.batch() * s.heads();
-        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan, false),
+        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, heads * perHead), false);
+        WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
                 (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / perHead / s.heads(),
                         i / perHead % s.heads(), i % perHead));
-        WorkerPool.run(threads, heads, () -> new ChunkKernel(s, plan, false),
+        WorkerPool.run(Math.min(kernels.length, heads), heads, w -> kernels[w],
                 (kern, i) -> kern.forwardScan(states, kin, kvOut, i / s.heads(), i % s.heads()));
-        WorkerPool.run(threads, heads * perHead, () -> new ChunkKernel(s, plan, false),
+        WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
                 (kern, i) -> kern.forwardInter(qc, out, states, i / perHead / s.heads(), i / perHead % s.heads(),
                         i % perHead));
         return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk));
@@ -166,11 +167,8 @@ public final class LinearAttention {
         INDArray dStates = Nd4j.create(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim());
         int perHead = plan.chunks;
         int kvItems = s.batch() * s.kvHeads() * perHead;
-        int workers = WorkerPool.workers(threads, kvItems);
-        ChunkKernel[] kernels = new ChunkKernel[workers];
-        for (int w = 0; w < workers; w++) {
-            kernels[w] = new ChunkKernel(s, plan, decayGradient);
-        }
+        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, kvItems), decayGradient);
+        int workers = kernels.length;
         WorkerPool.run(workers, kvItems, w -> kernels[w],
                 (kern, i) -> kern.backwardIntra(qc, kc, vc, doc, states, dStates, dq, dk, dv,
                         i / perHead / s.kvHeads(), i / perHead % s.kvHeads(), i % perHead));
@@ -206,6 +204,15 @@ public final class LinearAttention {
                     + " with chunk " + cache.chunk));
         }
         return cache.states;
+    }
+
+    /** One kernel per worker thread, shared by the phases of a call so scratch buffers are allocated once. */
+    private static ChunkKernel[] kernels(AttentionShapes s, ChunkPlan plan, int workers, boolean decayGradient) {
+        ChunkKernel[] k = new ChunkKernel[workers];
+        for (int w = 0; w < workers; w++) {
+            k[w] = new ChunkKernel(s, plan, decayGradient);
+        }
+        return k;
     }
 
     private LinearAttention withChunkOf(int c, int t) {

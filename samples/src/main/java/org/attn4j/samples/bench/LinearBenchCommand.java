@@ -63,7 +63,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             description = "Decay rate lambda (default: ${DEFAULT-VALUE}).")
     double decay;
 
-    @Option(names = "--repeats", paramLabel = "R", defaultValue = "3",
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
             description = "Timed runs (median) per configuration up to N = 65536, one beyond "
                     + "(default: ${DEFAULT-VALUE}).")
     int repeats;
@@ -146,11 +146,14 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return false;
     }
 
+    /** Two seconds of each op at the smallest N, so the JIT has compiled the Java tile and scan loops. */
     private void warmUp() {
         INDArray[] in = inputs(minN);
-        for (int i = 0; i < 3; i++) {
-            runOnce("linear", "fwd+bwd", in);
-            runOnce("flash", "fwd+bwd", in);
+        for (String impl : new String[] {"linear", "flash"}) {
+            long end = System.nanoTime() + 2_000_000_000L;
+            while (System.nanoTime() < end) {
+                runOnce(impl, "fwd+bwd", in);
+            }
         }
     }
 
@@ -169,8 +172,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
         try {
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
+            // Back-to-back calls after one untimed call, as a training loop makes them: a GC and a pause
+            // before every call would add a cold start (parked threads, cold caches) of a few ms to each,
+            // which swamps the small N.
+            runOnce(impl, pass, in);
             for (int r = 0; r < runs; r++) {
-                PeakMemory.collectGarbage();
                 long t0 = System.nanoTime();
                 runOnce(impl, pass, in);
                 ms[r] = (System.nanoTime() - t0) / 1e6;
@@ -284,8 +290,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
-                + "chunk %d. Time: median of %d runs up to N = %d after a warm-up at the smallest N, one run beyond. "
-                + "Flash attention (causal) runs beside it until it is the slower one in both passes.%n", HEAD_DIM,
+                + "chunk %d. Time: median of %d back-to-back runs after one untimed run, up to N = %d; one timed run "
+                + "beyond; both ops ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it until it is the slower one in both passes.%n",
+                HEAD_DIM,
                 decay, LinearAttention.DEFAULT_CHUNK, repeats, REPEAT_MAX_N));
         b.append("- Peak: rise of the process's resident memory during a configuration's runs above its size "
                 + "just before them, inputs already allocated (" + PeakMemory.measure() + ").\n");
