@@ -14,6 +14,14 @@ final class ChunkPlan {
     final int chunks;
     private final AttentionShapes s;
     private final Map<Long, ChunkTables> tables = new HashMap<>();
+    /** Tables are pure functions of (lambda, c) and cost ~1 ms to build for c = 256: kept across calls. */
+    private static final Map<String, ChunkTables> BUILT = java.util.Collections.synchronizedMap(
+            new java.util.LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<String, ChunkTables> eldest) {
+                    return size() > 64;
+                }
+            });
 
     ChunkPlan(AttentionShapes s, Decay decay, int chunk) {
         this.s = s;
@@ -23,7 +31,8 @@ final class ChunkPlan {
         for (int h = 0; h < s.heads(); h++) {
             double lambda = decay.lambda(h);
             for (int c : new int[] {this.chunk, length(chunks - 1)}) {
-                tables.computeIfAbsent(key(h, c), x -> new ChunkTables(lambda, c));
+                tables.computeIfAbsent(key(h, c), x -> BUILT.computeIfAbsent(Double.doubleToLongBits(lambda) + "/" + c,
+                        y -> new ChunkTables(lambda, c)));
             }
         }
     }

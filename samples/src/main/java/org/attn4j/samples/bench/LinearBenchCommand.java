@@ -55,7 +55,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             description = "Largest sequence length (default: ${DEFAULT-VALUE}).")
     int maxN;
 
-    @Option(names = "--min-n", paramLabel = "N", defaultValue = "1024",
+    @Option(names = "--min-n", paramLabel = "N", defaultValue = "256",
             description = "Smallest sequence length; N doubles from here (default: ${DEFAULT-VALUE}).")
     int minN;
 
