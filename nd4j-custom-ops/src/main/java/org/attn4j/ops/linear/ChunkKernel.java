@@ -93,9 +93,10 @@ final class ChunkKernel {
             }
             Flat.of(dp).multiply(tab.mask, c * c);
             Nd4j.gemm(dp, kt, dqt, false, false, 1.0, 0.0);
-            Nd4j.gemm(dp, qt, dkt, true, false, 1.0, 1.0);
+            double first = g == 0 ? 0.0 : 1.0;       // dK, dV start uninitialised: the group's first head writes
+            Nd4j.gemm(dp, qt, dkt, true, false, 1.0, first);
             Flat.of(a).multiply(tab.mask, c * c);
-            Nd4j.gemm(a, dot, dvt, true, false, 1.0, 1.0);
+            Nd4j.gemm(a, dot, dvt, true, false, 1.0, first);
             INDArray doa = buffer(1, c, d);
             Flat.of(doa).scaledRows(Flat.of(dOut), qOff, tab.in, c, d);
             Nd4j.gemm(doa, entering, dqt, false, true, 1.0, 1.0);
