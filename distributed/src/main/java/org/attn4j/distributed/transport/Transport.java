@@ -1,0 +1,55 @@
+package org.attn4j.distributed.transport;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * Point-to-point exchange of ND4J arrays between the ranks of one job. Non-blocking: both calls return at
+ * once with a future. Messages between one (sender, receiver, tag) are delivered in the order sent; a rank
+ * may send to itself. Arrays of any shape (including zero length) and of type FLOAT or DOUBLE travel
+ * with their type and shape.
+ *
+ * <p>Failure is never a hang: a future that cannot complete within {@link #timeout()} fails with a
+ * {@link TransportException} naming this rank, the peer, the tag and how long it waited; a peer that dies
+ * fails every call waiting on it within the timeout ({@link PeerFailedException}).
+ */
+public interface Transport extends AutoCloseable {
+
+    /** This process's rank, {@code 0 <= rank < worldSize}. */
+    int rank();
+
+    /** The number of ranks in the job. */
+    int worldSize();
+
+    /**
+     * Sends a copy of {@code array} to {@code peer} under {@code tag}. The caller may modify or free
+     * {@code array} once the future completes (the bytes have been handed to the wire).
+     *
+     * @param peer the receiving rank, {@code 0 <= peer < worldSize}
+     * @param tag  a non-negative tag; receives match on (source, tag)
+     * @throws IllegalArgumentException for a bad peer, tag or array type (synchronously)
+     */
+    CompletableFuture<Void> send(int peer, int tag, INDArray array);
+
+    /**
+     * Receives the next array that {@code peer} sent under {@code tag}.
+     *
+     * @param peer the sending rank
+     * @param tag  the tag it was sent with
+     * @return the array, a new C-ordered array owned by the caller
+     * @throws IllegalArgumentException for a bad peer or tag (synchronously)
+     */
+    CompletableFuture<INDArray> receive(int peer, int tag);
+
+    /** Bytes this rank has sent, per peer and per tag (payload bytes of arrays, not headers). */
+    TrafficCounter traffic();
+
+    /** How long a call may wait before it fails. */
+    Duration timeout();
+
+    /** Releases the transport; waiting calls fail with {@link TransportClosedException}. Idempotent. */
+    @Override
+    void close();
+}
