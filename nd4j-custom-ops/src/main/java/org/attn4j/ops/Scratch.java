@@ -4,6 +4,7 @@ import java.util.HashMap;
 import java.util.Map;
 
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 
@@ -27,6 +28,16 @@ public final class Scratch {
      */
     public static INDArray matrix(int slot, DataType type, int rows, int cols) {
         long key = ((long) slot << 59) | ((long) type.ordinal() << 54) | ((long) rows << 27) | cols;
-        return BUFFERS.get().computeIfAbsent(key, k -> Nd4j.create(type, rows, cols));
+        return BUFFERS.get().computeIfAbsent(key, k -> detached(type, rows, cols));
+    }
+
+    /**
+     * Allocated outside any workspace: a buffer first made while a DL4J workspace is open would belong to that
+     * workspace and be invalid once it closes ("outdated workspace pointer"), yet it lives across calls here.
+     */
+    private static INDArray detached(DataType type, int rows, int cols) {
+        try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+            return Nd4j.create(type, rows, cols);
+        }
     }
 }

@@ -154,6 +154,30 @@ class FlashAttentionTest {
     }
 
     @Test
+    void callsInsideWorkspacesThatCloseBetweenCallsKeepWorking() {
+        // Per-thread scratch buffers outlive a call; they must not belong to a workspace open at the time.
+        var config = org.nd4j.linalg.api.memory.conf.WorkspaceConfiguration.builder().initialSize(1 << 20)
+                .policyLearning(org.nd4j.linalg.api.memory.enums.LearningPolicy.FIRST_LOOP).build();
+        FlashAttention op = FlashAttention.withTiles(16, 16, 1);
+        INDArray expected = null;
+        for (int round = 0; round < 3; round++) {
+            try (var ws = Nd4j.getWorkspaceManager().getAndActivateWorkspace(config, "ATTN4J_TEST_WS")) {
+                INDArray q = randn(5, DataType.FLOAT, 1, 2, 40, 8);
+                INDArray k = randn(6, DataType.FLOAT, 1, 2, 40, 8);
+                AttentionOutput out = op.forward(q, k, k, AttentionMask.causal());
+                AttentionGradients g = op.backward(q, k, k, out.output(), out.lse(), q, AttentionMask.causal(),
+                        FlashAttention.defaultScale(8));
+                INDArray got = g.dq().detach();
+                if (expected == null) {
+                    expected = got;
+                } else {
+                    assertClose("dQ", got, expected, 0, "round " + round);
+                }
+            }
+        }
+    }
+
+    @Test
     void nanInputStaysNaN() {
         INDArray q = randn(1, DataType.FLOAT, 1, 1, 5, 8);
         q.putScalar(new long[] {0, 0, 2, 3}, Float.NaN);
