@@ -16,15 +16,8 @@ import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionCache;
 import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
-import org.deeplearning4j.exception.DL4JInvalidInputException;
-import org.deeplearning4j.nn.api.MaskState;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
-import org.deeplearning4j.nn.gradient.DefaultGradient;
-import org.deeplearning4j.nn.gradient.Gradient;
-import org.deeplearning4j.nn.layers.BaseLayer;
-import org.deeplearning4j.nn.workspace.ArrayType;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
-import org.nd4j.common.primitives.Pair;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.ops.transforms.Transforms;
@@ -38,10 +31,10 @@ import org.nd4j.linalg.ops.transforms.Transforms;
  * caching, section 2.3) and the norm's input and output outside any workspace, so that
  * {@link #backpropGradient} need not recompute them.
  */
-public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
+public class LinearAttentionLayerImpl
+        extends AttentionLayerBaseImpl<LinearAttentionLayer, LinearAttentionLayerImpl.Saved> {
 
     private transient LinearAttention op;
-    private transient Saved saved;
 
     /**
      * What backprop needs from the training forward: the input and mask it saw (by identity), the rest
@@ -49,9 +42,9 @@ public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
      * per row, {@code normed} {@code m * invRms}, {@code gained} {@code normed * g}, {@code z} before the
      * activation.
      */
-    private record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, Decay decay, INDArray x,
-                         INDArray q, INDArray k, INDArray v, LinearAttentionCache cache, INDArray invRms,
-                         INDArray normed, INDArray gained, INDArray z) {
+    record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, Decay decay, INDArray x,
+                 INDArray q, INDArray k, INDArray v, LinearAttentionCache cache, INDArray invRms,
+                 INDArray normed, INDArray gained, INDArray z) implements SavedForward {
     }
 
     /**
@@ -64,58 +57,14 @@ public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
         super(conf, dataType);
     }
 
-    /**
-     * Forward pass: input {@code [B, nIn, N]} (NCW) or {@code [B, N, nIn]} (NWC) to output {@code [B, nOut, N]}
-     * or {@code [B, N, nOut]}, in the ACTIVATIONS workspace; zero at steps the mask marks as padding.
-     *
-     * @throws DL4JInvalidInputException if the input or mask shape does not fit the layer
-     */
+    /** Output projection, norm, linear attention (and the decay when learned) and input projections. */
     @Override
-    public INDArray activate(boolean training, LayerWorkspaceMgr workspaceMgr) {
-        assertInputSet(false);
-        applyDropOutIfNecessary(training, workspaceMgr);
-        Saved f;
-        if (training) {
-            f = AttentionRows.outsideWorkspaces(() -> forward(true, workspaceMgr));
-            saved = f;
-        } else {
-            saved = null;
-            f = forward(false, workspaceMgr);
-        }
-        INDArray y = layerConf().getActivationFn().getActivation(f.z().dup(), training);
-        if (f.rowMask() != null) {
-            y.muliColumnVector(f.rowMask());
-        }
-        return fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
-    }
-
-    /**
-     * Backward pass for the last training forward: fills this layer's gradient view and returns dL/dInput in
-     * the input's layout, in the ACTIVATION_GRAD workspace.
-     *
-     * @param epsilon dL/dOutput in the output's layout
-     */
-    @Override
-    public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
-        assertInputSet(true);
-        Saved f = saved;
-        if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
-            f = AttentionRows.outsideWorkspaces(() -> forward(true, workspaceMgr));
-        }
-        saved = null;
+    protected INDArray backpropToInput(Saved f, INDArray dz, LayerWorkspaceMgr workspaceMgr) {
         LinearAttentionLayer c = layerConf();
-        long b = input.size(0);
-        long n = timeSteps();
-
-        INDArray eps = AttentionRows.toRows(epsilon, c.getNOut(), c.dataFormat());
-        if (f.rowMask() != null) {
-            eps.muliColumnVector(f.rowMask());
-        }
-        INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
         INDArray dGained = backpropProjection(f.gained(), dz, WO, BO, workspaceMgr);
         INDArray dMerged = backpropNorm(f, dGained, workspaceMgr);
 
-        INDArray dO = AttentionRows.toHeads(dMerged, b, n, c.getNHeads());
+        INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
         LinearAttentionGradients g = op().backward(f.q(), f.k(), f.v(), f.decay(), c.isCausal(), null, dO, null,
                 f.cache());
         INDArray dk = AttentionRows.fromHeads(g.dk());
@@ -124,21 +73,11 @@ public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
             dk.muliColumnVector(f.rowMask());
             dv.muliColumnVector(f.rowMask());
         }
-        INDArray dx = backpropProjection(f.x(), AttentionRows.fromHeads(g.dq()), WQ, BQ, workspaceMgr);
-        dx.addi(backpropProjection(f.x(), dk, WK, BK, workspaceMgr));
-        dx.addi(backpropProjection(f.x(), dv, WV, BV, workspaceMgr));
+        INDArray dx = backpropInputProjections(f.x(), AttentionRows.fromHeads(g.dq()), dk, dv, workspaceMgr);
         if (c.isLearnDecay()) {
             backpropDecay(f.decay(), g.dDecay());
         }
-
-        Gradient gradient = new DefaultGradient(gradientsFlattened);
-        for (String key : c.initializer().paramKeys(c)) {
-            gradient.gradientForVariable().put(key, gradientViews.get(key));
-        }
-        weightNoiseParams.clear();
-
-        INDArray epsOut = backpropDropOutIfPresent(fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD));
-        return new Pair<>(gradient, epsOut);
+        return dx;
     }
 
     /**
@@ -163,22 +102,16 @@ public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
         }
     }
 
-    /** For {@code out = in W + b}: writes dL/dW and dL/db into the gradient views, returns dL/din. */
-    private INDArray backpropProjection(INDArray in, INDArray dOut, String wKey, String bKey,
-                                        LayerWorkspaceMgr workspaceMgr) {
-        return AttentionRows.backpropAffine(in, dOut, getParamWithNoise(wKey, true, workspaceMgr),
-                gradientViews.get(wKey), gradientViews.get(bKey));
-    }
-
     /** Projections, linear attention, norm and output projection (before the activation), as rows. */
-    private Saved forward(boolean training, LayerWorkspaceMgr workspaceMgr) {
+    @Override
+    protected Saved forward(boolean training, LayerWorkspaceMgr workspaceMgr) {
         LinearAttentionLayer c = layerConf();
-        AttentionRows.checkInput("LinearAttentionLayer", input, maskArray, c.dataFormat(), c.getNIn(), layerId());
+        checkInput();
         long b = input.size(0);
         long n = timeSteps();
         INDArray rowMask = AttentionRows.rowMask(maskArray, dataType);
 
-        INDArray x = AttentionRows.toRows(input, c.getNIn(), c.dataFormat());
+        INDArray x = toRows(input, c.getNIn());
         INDArray qRows = project(x, WQ, BQ, training, workspaceMgr);
         INDArray kRows = project(x, WK, BK, training, workspaceMgr);
         INDArray vRows = project(x, WV, BV, training, workspaceMgr);
@@ -224,41 +157,5 @@ public class LinearAttentionLayerImpl extends BaseLayer<LinearAttentionLayer> {
             op = c.isLearnDecay() ? base.withDecayGradient() : base;
         }
         return op;
-    }
-
-    private INDArray project(INDArray in, String wKey, String bKey, boolean training, LayerWorkspaceMgr mgr) {
-        return AttentionRows.affine(in, getParamWithNoise(wKey, training, mgr),
-                getParamWithNoise(bKey, training, mgr));
-    }
-
-    private long timeSteps() {
-        return AttentionRows.timeSteps(input, layerConf().dataFormat());
-    }
-
-    private INDArray fromRows(INDArray rows, LayerWorkspaceMgr workspaceMgr, ArrayType type) {
-        return AttentionRows.fromRows(rows, input.size(0), timeSteps(), layerConf().dataFormat(), workspaceMgr, type,
-                dataType);
-    }
-
-    /** Keeps the per-step mask: output step {@code t} is padding exactly when input step {@code t} is. */
-    @Override
-    public Pair<INDArray, MaskState> feedForwardMaskArray(INDArray maskArray, MaskState currentMaskState,
-                                                          int minibatchSize) {
-        setMaskArray(maskArray);
-        this.maskState = currentMaskState;
-        return new Pair<>(maskArray, currentMaskState);
-    }
-
-    /** Not a pretrainable layer. */
-    @Override
-    public boolean isPretrainLayer() {
-        return false;
-    }
-
-    /** Also drops the arrays kept for backprop. */
-    @Override
-    public void clear() {
-        super.clear();
-        saved = null;
     }
 }

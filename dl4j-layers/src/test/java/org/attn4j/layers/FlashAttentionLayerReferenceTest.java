@@ -1,17 +1,12 @@
 package org.attn4j.layers;
 
 import static org.attn4j.layers.LayerTestSupport.SEED;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.Random;
 import java.util.stream.Stream;
 
-import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
-import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
-import org.deeplearning4j.nn.weights.WeightInit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -20,7 +15,6 @@ import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.linalg.learning.config.NoOp;
 
 /** The layer's output equals plain softmax attention computed naively in float64 from the same weights. */
 class FlashAttentionLayerReferenceTest {
@@ -74,55 +68,30 @@ class FlashAttentionLayerReferenceTest {
             b.scale(c.scale());
         }
         FlashAttentionLayer layer = b.build();
-        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().seed(seed).dataType(c.dataType())
-                .updater(new NoOp()).weightInit(WeightInit.XAVIER).biasInit(0.1).list().layer(layer).build();
-        MultiLayerNetwork net = new MultiLayerNetwork(conf);
-        net.init();
+        MultiLayerNetwork net = LayerTestSupport.alone(layer, c.dataType(), seed);
         INDArray x = LayerTestSupport.features(rnd, c.dataType(), c.format(), MB, N_IN, N);
         INDArray mask = c.masked() ? LayerTestSupport.endPaddingMask(c.dataType(), MB, N) : null;
 
         INDArray actual = net.output(x, false, mask, null);
         double[][][] expected = naive(net, layer, x, mask, c);
 
-        long[] shape = c.format() == RNNFormat.NCW ? new long[] {MB, c.nOut(), N} : new long[] {MB, N, c.nOut()};
-        assertArrayEquals(shape, actual.shape(), "output shape for " + c);
         double tol = c.dataType() == DataType.DOUBLE ? 1e-10 : 2e-5;
-        for (int i = 0; i < MB; i++) {
-            for (int t = 0; t < N; t++) {
-                for (int f = 0; f < c.nOut(); f++) {
-                    double a = c.format() == RNNFormat.NCW ? actual.getDouble(i, f, t) : actual.getDouble(i, t, f);
-                    assertEquals(expected[i][t][f], a, tol, "output [b=" + i + ", t=" + t + ", f=" + f + "] for "
-                            + c + ", seed " + seed);
-                }
-            }
-        }
+        NaiveMath.assertMatches(expected, actual, c.format(), tol, c + ", seed " + seed);
     }
 
     /** Softmax attention by the definition, in float64: out[b][t][f]. */
     private static double[][][] naive(MultiLayerNetwork net, FlashAttentionLayer layer, INDArray x, INDArray mask,
                                       Case c) {
-        double[][] wq = matrix(net.getParam("0_Wq"));
-        double[] bq = vector(net.getParam("0_bq"));
-        double[][] wk = matrix(net.getParam("0_Wk"));
-        double[] bk = vector(net.getParam("0_bk"));
-        double[][] wv = matrix(net.getParam("0_Wv"));
-        double[] bv = vector(net.getParam("0_bv"));
-        double[][] wo = matrix(net.getParam("0_Wo"));
-        double[] bo = vector(net.getParam("0_bo"));
+        NaiveMath.Projections p = NaiveMath.Projections.of(net);
         int hs = layer.effectiveHeadSize();
         int group = c.nHeads() / c.nKvHeads();
         double scale = c.scale() != null ? c.scale() : 1.0 / Math.sqrt(hs);
         double[][][] out = new double[MB][N][c.nOut()];
         for (int b = 0; b < MB; b++) {
-            double[][] xs = new double[N][N_IN];
-            for (int t = 0; t < N; t++) {
-                for (int f = 0; f < N_IN; f++) {
-                    xs[t][f] = c.format() == RNNFormat.NCW ? x.getDouble(b, f, t) : x.getDouble(b, t, f);
-                }
-            }
-            double[][] q = affine(xs, wq, bq);
-            double[][] k = affine(xs, wk, bk);
-            double[][] v = affine(xs, wv, bv);
+            double[][] xs = NaiveMath.steps(x, c.format(), b);
+            double[][] q = NaiveMath.affine(xs, p.wq(), p.bq());
+            double[][] k = NaiveMath.affine(xs, p.wk(), p.bk());
+            double[][] v = NaiveMath.affine(xs, p.wv(), p.bv());
             double[][] merged = new double[N][c.nHeads() * hs];
             for (int h = 0; h < c.nHeads(); h++) {
                 int g = h / group;
@@ -152,7 +121,7 @@ class FlashAttentionLayerReferenceTest {
                     }
                 }
             }
-            double[][] z = affine(merged, wo, bo);
+            double[][] z = NaiveMath.affine(merged, p.wo(), p.bo());
             for (int t = 0; t < N; t++) {
                 boolean real = mask == null || mask.getDouble(b, t) != 0;
                 for (int f = 0; f < c.nOut(); f++) {
@@ -172,27 +141,5 @@ class FlashAttentionLayerReferenceTest {
             return false;
         }
         return c.window() == 0 || (c.causal() ? i - j < c.window() : Math.abs(i - j) < c.window());
-    }
-
-    private static double[][] affine(double[][] in, double[][] w, double[] bias) {
-        double[][] out = new double[in.length][bias.length];
-        for (int r = 0; r < in.length; r++) {
-            for (int o = 0; o < bias.length; o++) {
-                double acc = bias[o];
-                for (int i = 0; i < w.length; i++) {
-                    acc += in[r][i] * w[i][o];
-                }
-                out[r][o] = acc;
-            }
-        }
-        return out;
-    }
-
-    private static double[][] matrix(INDArray a) {
-        return a.castTo(DataType.DOUBLE).toDoubleMatrix();
-    }
-
-    private static double[] vector(INDArray a) {
-        return a.castTo(DataType.DOUBLE).toDoubleVector();
     }
 }

@@ -6,21 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Arrays;
 import java.util.Random;
 
-import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
-import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
-import org.deeplearning4j.nn.conf.inputs.InputType;
-import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
-import org.deeplearning4j.nn.weights.WeightInit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.Adam;
-import org.nd4j.linalg.lossfunctions.LossFunctions;
 
 /** Float32 Adam training on a toy sequence task that needs attention over earlier steps. */
 class FlashAttentionLayerTrainingTest {
@@ -35,40 +28,12 @@ class FlashAttentionLayerTrainingTest {
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
     }
 
-    /**
-     * One-hot tokens {@code [B, VOCAB, N]}; the label at step t is 1 iff token 0 occurs at some step
-     * {@code <= t}, which a causal layer can only learn by attending to earlier steps.
-     */
-    private static DataSet seenTokenZeroTask(Random rnd) {
-        INDArray x = Nd4j.zeros(DataType.FLOAT, BATCH, VOCAB, N);
-        INDArray y = Nd4j.zeros(DataType.FLOAT, BATCH, 2, N);
-        for (int b = 0; b < BATCH; b++) {
-            boolean seen = false;
-            for (int t = 0; t < N; t++) {
-                int token = rnd.nextDouble() < 0.1 ? 0 : 1 + rnd.nextInt(VOCAB - 1);
-                seen |= token == 0;
-                x.putScalar(new long[] {b, token, t}, 1.0);
-                y.putScalar(new long[] {b, seen ? 1 : 0, t}, 1.0);
-            }
-        }
-        return new DataSet(x, y);
-    }
-
     @Test
     void lossFallsAndStaysFiniteWithAdamInFloat32() {
         long seed = SEED + 3;
-        DataSet data = seenTokenZeroTask(new Random(seed));
-        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder()
-                .seed(seed).dataType(DataType.FLOAT).updater(new Adam(1e-2)).weightInit(WeightInit.XAVIER)
-                .list()
-                .layer(new FlashAttentionLayer.Builder().nIn(VOCAB).nOut(16).nHeads(4).nKvHeads(2).causal(true)
-                        .build())
-                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
-                        .nIn(16).nOut(2).build())
-                .setInputType(InputType.recurrent(VOCAB))
-                .build();
-        MultiLayerNetwork net = new MultiLayerNetwork(conf);
-        net.init();
+        DataSet data = LayerTestSupport.seenTokenZeroTask(new Random(seed), BATCH, VOCAB, N);
+        FlashAttentionLayer layer = LayerTestSupport.attention(VOCAB, 16, 4).nKvHeads(2).causal(true).build();
+        MultiLayerNetwork net = LayerTestSupport.mln(layer, DataType.FLOAT, new Adam(1e-2), seed, 2);
 
         INDArray attentionBefore = net.getLayer(0).params().dup();
         double[] losses = new double[ITERATIONS + 1];

@@ -1,5 +1,9 @@
 package org.attn4j.layers;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.util.Random;
 
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
@@ -7,19 +11,21 @@ import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.inputs.InputType;
-import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
 import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.nn.weights.WeightInit;
+import org.junit.jupiter.api.function.Executable;
 import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.IUpdater;
+import org.nd4j.linalg.learning.config.NoOp;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
 
-/** Networks and seeded data shared by the layer tests. */
+/** Networks, seeded data and assertions shared by the layer tests. */
 final class LayerTestSupport {
 
     static final long SEED = 20240611L;
@@ -28,62 +34,90 @@ final class LayerTestSupport {
     private LayerTestSupport() {
     }
 
-    /** The data format of a {@link FlashAttentionLayer} or {@link LinearAttentionLayer}. */
-    static RNNFormat formatOf(FeedForwardLayer attention) {
-        if (attention instanceof LinearAttentionLayer l) {
-            return l.dataFormat();
-        }
-        return ((FlashAttentionLayer) attention).dataFormat();
+    /** [attention layer, RnnOutputLayer(softmax, MCXENT) with {@link #CLASSES} classes] in the layer's format. */
+    static MultiLayerConfiguration mlnConf(AttentionLayerBase attention, DataType dataType, IUpdater updater,
+                                           long seed) {
+        return mlnConf(attention, dataType, updater, seed, CLASSES);
     }
 
-    /** [attention layer, RnnOutputLayer(softmax, MCXENT)] in the layer's data format. */
-    static MultiLayerConfiguration mlnConf(FeedForwardLayer attention, DataType dataType, IUpdater updater,
-                                           long seed) {
-        RNNFormat format = formatOf(attention);
-        return new NeuralNetConfiguration.Builder()
-                .seed(seed)
-                .dataType(dataType)
-                .updater(updater)
-                .weightInit(WeightInit.XAVIER)
+    /** [attention layer, RnnOutputLayer(softmax, MCXENT) with {@code classes} classes] in the layer's format. */
+    static MultiLayerConfiguration mlnConf(AttentionLayerBase attention, DataType dataType, IUpdater updater,
+                                           long seed, int classes) {
+        return network(dataType, updater, seed)
                 .list()
                 .layer(attention)
-                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
-                        .activation(Activation.SOFTMAX).nIn(attention.getNOut()).nOut(CLASSES)
-                        .dataFormat(format).build())
-                .setInputType(InputType.recurrent(attention.getNIn(), format))
+                .layer(outputLayer(attention, classes))
+                .setInputType(InputType.recurrent(attention.getNIn(), attention.dataFormat()))
                 .build();
     }
 
-    static MultiLayerNetwork mln(FeedForwardLayer attention, DataType dataType, IUpdater updater, long seed) {
-        MultiLayerNetwork net = new MultiLayerNetwork(mlnConf(attention, dataType, updater, seed));
+    static MultiLayerNetwork mln(AttentionLayerBase attention, DataType dataType, IUpdater updater, long seed) {
+        return mln(attention, dataType, updater, seed, CLASSES);
+    }
+
+    static MultiLayerNetwork mln(AttentionLayerBase attention, DataType dataType, IUpdater updater, long seed,
+                                 int classes) {
+        MultiLayerNetwork net = new MultiLayerNetwork(mlnConf(attention, dataType, updater, seed, classes));
         net.init();
         return net;
     }
 
     /** in -> "attn" (the attention layer) -> "out" (RnnOutputLayer). */
-    static ComputationGraphConfiguration graphConf(FeedForwardLayer attention, DataType dataType,
+    static ComputationGraphConfiguration graphConf(AttentionLayerBase attention, DataType dataType,
                                                    IUpdater updater, long seed) {
-        RNNFormat format = formatOf(attention);
-        return new NeuralNetConfiguration.Builder()
-                .seed(seed)
-                .dataType(dataType)
-                .updater(updater)
-                .weightInit(WeightInit.XAVIER)
+        return network(dataType, updater, seed)
                 .graphBuilder()
                 .addInputs("in")
-                .setInputTypes(InputType.recurrent(attention.getNIn(), format))
+                .setInputTypes(InputType.recurrent(attention.getNIn(), attention.dataFormat()))
                 .addLayer("attn", attention, "in")
-                .addLayer("out", new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
-                        .activation(Activation.SOFTMAX).nIn(attention.getNOut()).nOut(CLASSES)
-                        .dataFormat(format).build(), "attn")
+                .addLayer("out", outputLayer(attention, CLASSES), "attn")
                 .setOutputs("out")
                 .build();
     }
 
-    static ComputationGraph graph(FeedForwardLayer attention, DataType dataType, IUpdater updater, long seed) {
+    static ComputationGraph graph(AttentionLayerBase attention, DataType dataType, IUpdater updater, long seed) {
         ComputationGraph net = new ComputationGraph(graphConf(attention, dataType, updater, seed));
         net.init();
         return net;
+    }
+
+    /**
+     * The attention layers in a row (no input type, so each keeps its configured format) under an
+     * RnnOutputLayer with {@link #CLASSES} classes.
+     */
+    static MultiLayerNetwork stack(DataType dataType, IUpdater updater, long seed, AttentionLayerBase... layers) {
+        NeuralNetConfiguration.ListBuilder list = network(dataType, updater, seed).list();
+        for (AttentionLayerBase layer : layers) {
+            list.layer(layer);
+        }
+        MultiLayerNetwork net = new MultiLayerNetwork(list.layer(outputLayer(layers[layers.length - 1], CLASSES))
+                .build());
+        net.init();
+        return net;
+    }
+
+    /** The layer alone in a network, NoOp updater, Xavier weights, biases 0.1 (so that they matter). */
+    static MultiLayerNetwork alone(AttentionLayerBase layer, DataType dataType, long seed) {
+        MultiLayerNetwork net = new MultiLayerNetwork(network(dataType, new NoOp(), seed).biasInit(0.1).list()
+                .layer(layer).build());
+        net.init();
+        return net;
+    }
+
+    /** The network settings every test network shares: seed, data type, updater, Xavier weights. */
+    static NeuralNetConfiguration.Builder network(DataType dataType, IUpdater updater, long seed) {
+        return new NeuralNetConfiguration.Builder()
+                .seed(seed)
+                .dataType(dataType)
+                .updater(updater)
+                .weightInit(WeightInit.XAVIER);
+    }
+
+    /** Softmax over {@code classes} with MCXENT on top of {@code below}, in its format. */
+    static RnnOutputLayer outputLayer(AttentionLayerBase below, int classes) {
+        return new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
+                .activation(Activation.SOFTMAX).nIn(below.getNOut()).nOut(classes)
+                .dataFormat(below.dataFormat()).build();
     }
 
     /** Gaussian features in {@code format}: {@code [B, f, N]} (NCW) or {@code [B, N, f]} (NWC). */
@@ -126,6 +160,40 @@ final class LayerTestSupport {
             }
         }
         return mask;
+    }
+
+    /**
+     * One-hot tokens {@code [batch, vocab, n]} (NCW) and two-class labels: the label at step t is 1 iff token 0
+     * occurs at some step {@code <= t}, which a causal layer can only learn from earlier steps.
+     */
+    static DataSet seenTokenZeroTask(Random rnd, int batch, int vocab, int n) {
+        INDArray x = Nd4j.zeros(DataType.FLOAT, batch, vocab, n);
+        INDArray y = Nd4j.zeros(DataType.FLOAT, batch, 2, n);
+        for (int b = 0; b < batch; b++) {
+            boolean seen = false;
+            for (int t = 0; t < n; t++) {
+                int token = rnd.nextDouble() < 0.1 ? 0 : 1 + rnd.nextInt(vocab - 1);
+                seen |= token == 0;
+                x.putScalar(new long[] {b, token, t}, 1.0);
+                y.putScalar(new long[] {b, seen ? 1 : 0, t}, 1.0);
+            }
+        }
+        return new DataSet(x, y);
+    }
+
+    /** Asserts that {@code run} throws {@code type} with a message containing every one of {@code parts}. */
+    static void assertFailsWith(Class<? extends Throwable> type, Executable run, String... parts) {
+        Throwable e = assertThrows(type, run);
+        for (String part : parts) {
+            assertTrue(e.getMessage().contains(part), "message \"" + e.getMessage() + "\" lacks \"" + part + "\"");
+        }
+    }
+
+    /** Asserts equal shapes and bit-identical values (compared in float64). */
+    static void assertIdentical(INDArray expected, INDArray actual, String what) {
+        assertArrayEquals(expected.shape(), actual.shape(), what + ": shape");
+        assertArrayEquals(expected.castTo(DataType.DOUBLE).reshape(expected.length()).toDoubleVector(),
+                actual.castTo(DataType.DOUBLE).reshape(actual.length()).toDoubleVector(), what);
     }
 
     /** A small attention layer; callers adjust the builder. */

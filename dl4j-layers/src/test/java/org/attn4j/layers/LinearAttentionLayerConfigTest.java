@@ -1,6 +1,7 @@
 package org.attn4j.layers;
 
 import static org.attn4j.layers.LayerTestSupport.SEED;
+import static org.attn4j.layers.LayerTestSupport.assertFailsWith;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -9,44 +10,36 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
-import java.util.Random;
 
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
-import org.deeplearning4j.exception.DL4JInvalidInputException;
-import org.deeplearning4j.nn.conf.CacheMode;
-import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
-import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
-import org.deeplearning4j.nn.conf.inputs.InputType;
-import org.deeplearning4j.nn.conf.memory.MemoryReport;
-import org.deeplearning4j.nn.conf.memory.MemoryUseMode;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.function.Executable;
 import org.nd4j.linalg.activations.impl.ActivationIdentity;
 import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.NoOp;
 
 /**
  * Defaults, parameter layout and initial values, and bad settings failing early with a message naming the
- * layer, the expected and the actual value.
+ * layer, the expected and the actual value; the settings every attention layer shares are checked by
+ * {@link AttentionLayerConfigContract}.
  */
-class LinearAttentionLayerConfigTest {
+class LinearAttentionLayerConfigTest extends AttentionLayerConfigContract {
 
-    @BeforeEach
-    void singlePrecision() {
-        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+    @Override
+    LinearAttentionLayer.Builder builder() {
+        return new LinearAttentionLayer.Builder();
     }
 
-    private static void assertFailsWith(Class<? extends Throwable> type, Executable build, String... parts) {
-        Throwable e = assertThrows(type, build);
-        for (String part : parts) {
-            assertTrue(e.getMessage().contains(part), "message \"" + e.getMessage() + "\" lacks \"" + part + "\"");
-        }
+    @Override
+    String type() {
+        return "LinearAttentionLayer";
+    }
+
+    @Override
+    long paramsOfFourInEightOutTwoHeads() {
+        return 4 * 8 * 3 + 8 * 3 + 8 + 8 * 8 + 8;
     }
 
     @Test
@@ -66,16 +59,6 @@ class LinearAttentionLayerConfigTest {
     @Test
     void usesNoDecayWhenNotCausal() {
         assertEquals(Decay.none(), LayerTestSupport.linear(4, 8, 2).causal(false).build().configuredDecay());
-    }
-
-    @Test
-    void takesDataFormatFromInputType() {
-        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().list()
-                .layer(LayerTestSupport.linear(4, 8, 2).build())
-                .layer(LayerTestSupport.linear(8, 8, 2).dataFormat(RNNFormat.NCW).build())
-                .setInputType(InputType.recurrent(4, RNNFormat.NWC)).build();
-        assertEquals(RNNFormat.NWC, ((LinearAttentionLayer) conf.getConf(0).getLayer()).dataFormat());
-        assertEquals(RNNFormat.NWC, ((LinearAttentionLayer) conf.getConf(1).getLayer()).dataFormat());
     }
 
     @Test
@@ -105,16 +88,6 @@ class LinearAttentionLayerConfigTest {
 
         LinearAttentionLayer fixed = LayerTestSupport.linear(4, 8, 2).decay(0.9).build();
         assertFalse(LinearAttentionParamInitializer.getInstance().paramKeys(fixed).contains("theta"));
-    }
-
-    @Test
-    void reportsMemoryThroughDl4jsMemoryReport() {
-        MultiLayerConfiguration conf = LayerTestSupport.mlnConf(LayerTestSupport.linear(4, 8, 2).build(),
-                DataType.FLOAT, new NoOp(), SEED);
-        MemoryReport report = conf.getMemoryReport(InputType.recurrent(4, 16));
-        long bytes = report.getTotalMemoryBytes(32, MemoryUseMode.TRAINING, CacheMode.NONE, DataType.FLOAT);
-        long paramBytes = 4L * (4 * 8 * 3 + 8 * 3 + 8 + 8 * 8 + 8);
-        assertTrue(bytes > paramBytes, "memory report " + bytes + " bytes, parameters alone take " + paramBytes);
     }
 
     @Test
@@ -157,55 +130,9 @@ class LinearAttentionLayerConfigTest {
     }
 
     @Test
-    void rejectsHeadsThatAreNotAMultipleOfKvHeads() {
-        Throwable e = assertThrows(IllegalArgumentException.class,
-                () -> LayerTestSupport.linear(4, 16, 8).nKvHeads(3).build());
-        assertEquals("LinearAttentionLayer: nHeads (8) must be a multiple of nKvHeads (3)", e.getMessage());
-    }
-
-    @Test
-    void rejectsNOutThatHeadsDoNotDivideWhenHeadSizeIsUnset() {
-        assertFailsWith(IllegalArgumentException.class, () -> LayerTestSupport.linear(4, 10, 4).build(),
-                "LinearAttentionLayer", "nOut (10)", "multiple of nHeads (4)");
-    }
-
-    @Test
     void namesTheLayerInMessages() {
         assertFailsWith(IllegalArgumentException.class,
                 () -> LayerTestSupport.linear(4, 8, 2).decay(0.9, 0.8, 0.7).name("lin1").build(),
                 "LinearAttentionLayer \"lin1\"", "nHeads (2)", "got 3");
-    }
-
-    @Test
-    void rejectsMissingNInWhenTheNetworkIsInitialised() {
-        MultiLayerNetwork net = new MultiLayerNetwork(new NeuralNetConfiguration.Builder().list()
-                .layer(new LinearAttentionLayer.Builder().nOut(8).nHeads(2).build()).build());
-        assertFailsWith(IllegalArgumentException.class, net::init, "LinearAttentionLayer", "nIn must be > 0", "got 0");
-    }
-
-    @Test
-    void rejectsNonRecurrentInputTypeForOutputType() {
-        LinearAttentionLayer layer = LayerTestSupport.linear(4, 8, 2).build();
-        assertFailsWith(IllegalStateException.class, () -> layer.getOutputType(0, InputType.feedForward(4)),
-                "LinearAttentionLayer", "expected a recurrent input type", "got");
-    }
-
-    @Test
-    void rejectsInputWithWrongFeatureCount() {
-        MultiLayerNetwork net = LayerTestSupport.mln(LayerTestSupport.linear(4, 8, 2).build(), DataType.FLOAT,
-                new NoOp(), SEED);
-        INDArray x = LayerTestSupport.features(new Random(SEED), DataType.FLOAT, RNNFormat.NCW, 2, 5, 3);
-        assertFailsWith(DL4JInvalidInputException.class, () -> net.output(x),
-                "LinearAttentionLayer", "nIn = 4", "[2, 5, 3]");
-    }
-
-    @Test
-    void rejectsMaskOfWrongShape() {
-        MultiLayerNetwork net = LayerTestSupport.mln(LayerTestSupport.linear(4, 8, 2).build(), DataType.FLOAT,
-                new NoOp(), SEED);
-        INDArray x = LayerTestSupport.features(new Random(SEED), DataType.FLOAT, RNNFormat.NCW, 2, 4, 3);
-        INDArray mask = Nd4j.ones(DataType.FLOAT, 2, 4);
-        assertFailsWith(DL4JInvalidInputException.class, () -> net.output(x, false, mask, null),
-                "LinearAttentionLayer", "mask must have shape [B, N] = [2, 3]", "got [2, 4]");
     }
 }

@@ -1,18 +1,13 @@
 package org.attn4j.layers;
 
 import static org.attn4j.layers.LayerTestSupport.SEED;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.Arrays;
 import java.util.Random;
 import java.util.stream.Stream;
 
-import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
-import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
-import org.deeplearning4j.nn.weights.WeightInit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -21,7 +16,6 @@ import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.linalg.learning.config.NoOp;
 
 /**
  * The layer's output equals the plain recurrence {@code kv_s = lambda kv_(s-1) + k_s v_s^T}, {@code o_s = q_s^T kv_s}
@@ -80,10 +74,7 @@ class LinearAttentionLayerReferenceTest {
             b.decay(c.decay());
         }
         LinearAttentionLayer layer = b.build();
-        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().seed(seed).dataType(c.dataType())
-                .updater(new NoOp()).weightInit(WeightInit.XAVIER).biasInit(0.1).list().layer(layer).build();
-        MultiLayerNetwork net = new MultiLayerNetwork(conf);
-        net.init();
+        MultiLayerNetwork net = LayerTestSupport.alone(layer, c.dataType(), seed);
         perturb(net.getParam("0_g"), rnd, 1.0, 0.5);
         if (c.learn()) {
             perturb(net.getParam("0_theta"), rnd, 0.0, 2.0);
@@ -95,21 +86,9 @@ class LinearAttentionLayerReferenceTest {
         INDArray training = net.output(x, true, mask, null);
         double[][][] expected = naive(net, layer, x, mask, c);
 
-        long[] shape = c.format() == RNNFormat.NCW ? new long[] {MB, c.nOut(), N} : new long[] {MB, N, c.nOut()};
-        assertArrayEquals(shape, actual.shape(), "output shape for " + c);
         double tol = c.dataType() == DataType.DOUBLE ? 1e-10 : 5e-5;
-        for (int i = 0; i < MB; i++) {
-            for (int t = 0; t < N; t++) {
-                for (int f = 0; f < c.nOut(); f++) {
-                    String at = "[b=" + i + ", t=" + t + ", f=" + f + "] for " + c + ", seed " + seed;
-                    double a = c.format() == RNNFormat.NCW ? actual.getDouble(i, f, t) : actual.getDouble(i, t, f);
-                    double tr = c.format() == RNNFormat.NCW ? training.getDouble(i, f, t)
-                            : training.getDouble(i, t, f);
-                    assertEquals(expected[i][t][f], a, tol, "output " + at);
-                    assertEquals(a, tr, 0.0, "training-mode output " + at);
-                }
-            }
-        }
+        NaiveMath.assertMatches(expected, actual, c.format(), tol, c + ", seed " + seed);
+        LayerTestSupport.assertIdentical(actual, training, "training-mode output for " + c + ", seed " + seed);
     }
 
     private static void perturb(INDArray param, Random rnd, double mean, double spread) {
@@ -121,30 +100,18 @@ class LinearAttentionLayerReferenceTest {
     /** The layer by its definition, in float64: out[b][t][f]. */
     private static double[][][] naive(MultiLayerNetwork net, LinearAttentionLayer layer, INDArray x, INDArray mask,
                                       Case c) {
-        double[][] wq = matrix(net.getParam("0_Wq"));
-        double[] bq = vector(net.getParam("0_bq"));
-        double[][] wk = matrix(net.getParam("0_Wk"));
-        double[] bk = vector(net.getParam("0_bk"));
-        double[][] wv = matrix(net.getParam("0_Wv"));
-        double[] bv = vector(net.getParam("0_bv"));
-        double[] gain = vector(net.getParam("0_g"));
-        double[][] wo = matrix(net.getParam("0_Wo"));
-        double[] bo = vector(net.getParam("0_bo"));
+        NaiveMath.Projections p = NaiveMath.Projections.of(net);
+        double[] gain = NaiveMath.vector(net.getParam("0_g"));
         double[] lambda = lambdas(net, c);
         int hs = layer.effectiveHeadSize();
         int width = c.nHeads() * hs;
         int group = c.nHeads() / c.nKvHeads();
         double[][][] out = new double[MB][N][c.nOut()];
         for (int b = 0; b < MB; b++) {
-            double[][] xs = new double[N][N_IN];
-            for (int t = 0; t < N; t++) {
-                for (int f = 0; f < N_IN; f++) {
-                    xs[t][f] = c.format() == RNNFormat.NCW ? x.getDouble(b, f, t) : x.getDouble(b, t, f);
-                }
-            }
-            double[][] q = affine(xs, wq, bq);
-            double[][] k = affine(xs, wk, bk);
-            double[][] v = affine(xs, wv, bv);
+            double[][] xs = NaiveMath.steps(x, c.format(), b);
+            double[][] q = NaiveMath.affine(xs, p.wq(), p.bq());
+            double[][] k = NaiveMath.affine(xs, p.wk(), p.bk());
+            double[][] v = NaiveMath.affine(xs, p.wv(), p.bv());
             for (int t = 0; t < N; t++) {
                 if (!real(mask, b, t)) {
                     Arrays.fill(k[t], 0.0);
@@ -182,7 +149,7 @@ class LinearAttentionLayerReferenceTest {
                     normed[t][f] = gain[f] * merged[t][f] / rms;
                 }
             }
-            double[][] z = affine(normed, wo, bo);
+            double[][] z = NaiveMath.affine(normed, p.wo(), p.bo());
             for (int t = 0; t < N; t++) {
                 for (int f = 0; f < c.nOut(); f++) {
                     double y = c.activation() == Activation.TANH ? Math.tanh(z[t][f]) : z[t][f];
@@ -205,7 +172,7 @@ class LinearAttentionLayerReferenceTest {
     /** Lambda per query head: sigmoid(theta) when learned, the configured values, or TransNormerLLM's slopes. */
     private static double[] lambdas(MultiLayerNetwork net, Case c) {
         double[] lambda = new double[c.nHeads()];
-        double[] theta = c.learn() ? vector(net.getParam("0_theta")) : null;
+        double[] theta = c.learn() ? NaiveMath.vector(net.getParam("0_theta")) : null;
         for (int h = 0; h < c.nHeads(); h++) {
             if (theta != null) {
                 lambda[h] = 1 / (1 + Math.exp(-theta[h]));
@@ -221,27 +188,5 @@ class LinearAttentionLayerReferenceTest {
 
     private static boolean real(INDArray mask, int b, int t) {
         return mask == null || mask.getDouble(b, t) != 0;
-    }
-
-    private static double[][] affine(double[][] in, double[][] w, double[] bias) {
-        double[][] out = new double[in.length][bias.length];
-        for (int r = 0; r < in.length; r++) {
-            for (int o = 0; o < bias.length; o++) {
-                double acc = bias[o];
-                for (int i = 0; i < w.length; i++) {
-                    acc += in[r][i] * w[i][o];
-                }
-                out[r][o] = acc;
-            }
-        }
-        return out;
-    }
-
-    private static double[][] matrix(INDArray a) {
-        return a.castTo(DataType.DOUBLE).toDoubleMatrix();
-    }
-
-    private static double[] vector(INDArray a) {
-        return a.castTo(DataType.DOUBLE).toDoubleVector();
     }
 }

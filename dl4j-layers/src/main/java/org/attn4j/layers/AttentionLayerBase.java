@@ -1,0 +1,346 @@
+package org.attn4j.layers;
+
+import java.util.Collection;
+import java.util.Objects;
+
+import org.deeplearning4j.nn.api.Layer;
+import org.deeplearning4j.nn.conf.InputPreProcessor;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.inputs.InputType;
+import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
+import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
+import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
+import org.deeplearning4j.nn.conf.memory.MemoryReport;
+import org.deeplearning4j.optimize.api.TrainingListener;
+import org.nd4j.linalg.activations.impl.ActivationIdentity;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * What the multi-head attention layer configurations share: query and key/value head counts (GQA when
+ * {@code nKvHeads < nHeads}: query head {@code h} reads kv head {@code h / (nHeads / nKvHeads)}), the per-head
+ * size, causality and the recurrent layout {@code [B, F, N]} (NCW) or {@code [B, N, F]} (NWC), with the checks,
+ * input and output types and wiring that follow from them.
+ *
+ * <p>Its settings are bean properties of the concrete class, so DL4J's JSON (class name as type id, bean
+ * properties) is the same as if each concrete class declared them: {@code nheads}, {@code nkvHeads},
+ * {@code headSize}, {@code causal}, {@code rnnDataFormat}.
+ */
+public abstract class AttentionLayerBase extends FeedForwardLayer {
+
+    /** The concrete layer's name in messages, e.g. {@code FlashAttentionLayer}; not a bean property. */
+    private final String type;
+    private int nHeads;
+    private int nKvHeads;
+    /** Per-head size; 0 means {@code nOut / nHeads}. */
+    private int headSize;
+    private boolean causal;
+    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
+    private RNNFormat rnnDataFormat;
+
+    /**
+     * For JSON deserialisation of the concrete class only.
+     *
+     * @param type the concrete layer's name in messages
+     */
+    protected AttentionLayerBase(String type) {
+        this.type = type;
+    }
+
+    /**
+     * Takes the shared settings from the builder, nKvHeads defaulting to nHeads. The concrete constructor sets
+     * its own, then calls {@code initializeConstraints(b)} and {@code validate(false)}.
+     *
+     * @param type the concrete layer's name in messages
+     * @param b    the builder
+     */
+    protected AttentionLayerBase(String type, Builder<?> b) {
+        super(b);
+        this.type = type;
+        this.nHeads = b.nHeads;
+        this.nKvHeads = b.nKvHeads == 0 ? b.nHeads : b.nKvHeads;
+        this.headSize = b.headSize;
+        this.causal = b.causal;
+        this.rnnDataFormat = b.rnnDataFormat;
+    }
+
+    /**
+     * Checks the head settings; with {@code complete} also that nIn and nOut are known. A concrete class checks
+     * its own settings after these.
+     *
+     * @throws IllegalArgumentException naming the setting, the expected and the actual value
+     */
+    void validate(boolean complete) {
+        AttentionSettings.validateHeads(who(), nHeads, nKvHeads, headSize, nIn, nOut, complete);
+    }
+
+    /** The concrete layer's name for messages about the layer as a kind, e.g. {@code FlashAttentionLayer}. */
+    String layerType() {
+        return type;
+    }
+
+    /** The name used in messages: the layer type, with the layer name in quotes if it has one. */
+    String who() {
+        return AttentionSettings.who(type, layerName);
+    }
+
+    /** The per-head size in use: {@code headSize} if set, else {@code nOut / nHeads}. */
+    public int effectiveHeadSize() {
+        return headSize > 0 ? headSize : (int) (nOut / nHeads);
+    }
+
+    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
+    public RNNFormat dataFormat() {
+        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
+    }
+
+    /**
+     * Creates the layer implementation over the given parameter view.
+     *
+     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
+     */
+    @Override
+    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
+                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
+                             DataType networkDataType) {
+        validate(true);
+        return AttentionSettings.wire(newImplementation(conf, networkDataType), conf, initializer(),
+                trainingListeners, layerIndex, layerParamsView, initializeParams);
+    }
+
+    /**
+     * The concrete implementation for {@link #instantiate}, before DL4J's wiring.
+     *
+     * @param conf     network configuration of this layer
+     * @param dataType the network's data type
+     */
+    protected abstract Layer newImplementation(NeuralNetConfiguration conf, DataType dataType);
+
+    /**
+     * {@code recurrent(nOut, timeSeriesLength, rnnDataFormat)}.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public InputType getOutputType(int layerIndex, InputType inputType) {
+        InputType.InputTypeRecurrent r = requireRecurrent(inputType);
+        return InputType.recurrent(nOut, r.getTimeSeriesLength(), dataFormat());
+    }
+
+    /**
+     * Takes nIn and the data format from a recurrent input type where they are unset or {@code override}
+     * is true, as DL4J's recurrent layers do.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public void setNIn(InputType inputType, boolean override) {
+        InputType.InputTypeRecurrent r = requireRecurrent(inputType);
+        if (nIn <= 0 || override) {
+            this.nIn = r.getSize();
+        }
+        if (rnnDataFormat == null || override) {
+            this.rnnDataFormat = r.getFormat();
+        }
+    }
+
+    private InputType.InputTypeRecurrent requireRecurrent(InputType inputType) {
+        return AttentionSettings.requireRecurrent(who(), inputType);
+    }
+
+    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
+    @Override
+    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
+        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
+    }
+
+    /**
+     * Approximate: parameters and their updater state, plus per example the working memory of
+     * {@link #inferenceMemory} and {@link #trainingMemory}.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public LayerMemoryReport getMemoryReport(InputType inputType) {
+        InputType outputType = getOutputType(-1, inputType);
+        long params = initializer().numParams(this);
+        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
+        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
+        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
+                .standardMemory(params, updaterState)
+                .workingMemory(0, inferenceMemory(steps), 0, trainingMemory(steps))
+                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
+                .build();
+    }
+
+    /**
+     * Elements per example an inference forward holds over {@code steps} time steps (at least 1).
+     *
+     * @param steps the sequence length, 1 when unknown
+     */
+    protected abstract long inferenceMemory(long steps);
+
+    /**
+     * Elements per example a training forward and backward hold over {@code steps} time steps (at least 1).
+     *
+     * @param steps the sequence length, 1 when unknown
+     */
+    protected abstract long trainingMemory(long steps);
+
+    /** Elements per time step of q, k, v, the attention output and the layer output. */
+    protected long activationsPerStep() {
+        return (2L * nHeads + 2L * nKvHeads) * effectiveHeadSize() + nOut;
+    }
+
+    /** Number of query heads. */
+    public int getNHeads() {
+        return nHeads;
+    }
+
+    /** Sets the number of query heads (for JSON). */
+    public void setNHeads(int nHeads) {
+        this.nHeads = nHeads;
+    }
+
+    /** Number of key/value heads; divides {@link #getNHeads()}. */
+    public int getNKvHeads() {
+        return nKvHeads;
+    }
+
+    /** Sets the number of key/value heads (for JSON). */
+    public void setNKvHeads(int nKvHeads) {
+        this.nKvHeads = nKvHeads;
+    }
+
+    /** Configured per-head size, 0 for {@code nOut / nHeads}; see {@link #effectiveHeadSize()}. */
+    public int getHeadSize() {
+        return headSize;
+    }
+
+    /** Sets the per-head size, 0 for {@code nOut / nHeads} (for JSON). */
+    public void setHeadSize(int headSize) {
+        this.headSize = headSize;
+    }
+
+    /** Whether a step sees only itself and earlier steps rather than all steps. */
+    public boolean isCausal() {
+        return causal;
+    }
+
+    /** Sets causal attention (for JSON). */
+    public void setCausal(boolean causal) {
+        this.causal = causal;
+    }
+
+    /** Configured layout, NCW {@code [B, features, N]} or NWC {@code [B, N, features]}; null if unset. */
+    public RNNFormat getRnnDataFormat() {
+        return rnnDataFormat;
+    }
+
+    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
+    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
+        this.rnnDataFormat = rnnDataFormat;
+    }
+
+    /**
+     * Equal when the DL4J settings and the shared attention settings are equal and each side's
+     * {@link #canEqual} accepts the other; a concrete class adds its own settings.
+     */
+    @Override
+    public boolean equals(Object o) {
+        if (o == this) {
+            return true;
+        }
+        if (!(o instanceof AttentionLayerBase other)) {
+            return false;
+        }
+        return other.canEqual(this) && super.equals(o) && nHeads == other.nHeads && nKvHeads == other.nKvHeads
+                && headSize == other.headSize && causal == other.causal && rnnDataFormat == other.rnnDataFormat;
+    }
+
+    /** Whether {@code other} may equal this; a concrete class narrows it to its own type. */
+    @Override
+    protected boolean canEqual(Object other) {
+        return other instanceof AttentionLayerBase;
+    }
+
+    /** Consistent with {@link #equals}. */
+    @Override
+    public int hashCode() {
+        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, rnnDataFormat);
+    }
+
+    /** The attention settings, for logs and messages. */
+    @Override
+    public String toString() {
+        return type + "(name=" + layerName + ", nIn=" + nIn + ", nOut=" + nOut + ", nHeads=" + nHeads
+                + ", nKvHeads=" + nKvHeads + ", headSize=" + effectiveHeadSize() + ", causal=" + causal
+                + ownSettings() + ", rnnDataFormat=" + rnnDataFormat + ")";
+    }
+
+    /** The concrete class's settings for {@link #toString()}, each as {@code ", name=value"}. */
+    protected abstract String ownSettings();
+
+    /**
+     * The setters the attention layer builders share. Defaults: nHeads 1, nKvHeads = nHeads, headSize =
+     * nOut / nHeads, not causal, the input type's format or NCW, identity activation; a concrete builder may
+     * change them in its constructor.
+     *
+     * @param <T> the concrete builder, returned by every setter
+     */
+    public abstract static class Builder<T extends Builder<T>> extends FeedForwardLayer.Builder<T> {
+        /** Number of query heads. */
+        protected int nHeads = 1;
+        /** Number of key/value heads, 0 for nHeads. */
+        protected int nKvHeads;
+        /** Per-head size, 0 for {@code nOut / nHeads}. */
+        protected int headSize;
+        /** Causal attention. */
+        protected boolean causal;
+        /** Layout, null for the input type's or NCW. */
+        protected RNNFormat rnnDataFormat;
+
+        /** A builder with the defaults above. */
+        protected Builder() {
+            // the layer's output is linear; DL4J's global default activation (sigmoid) would otherwise apply
+            this.activationFn = new ActivationIdentity();
+        }
+
+        /** Number of query heads ({@code > 0}). */
+        public T nHeads(int nHeads) {
+            this.nHeads = nHeads;
+            return self();
+        }
+
+        /** Number of key/value heads; must divide nHeads (1 = multi-query attention). */
+        public T nKvHeads(int nKvHeads) {
+            this.nKvHeads = nKvHeads;
+            return self();
+        }
+
+        /** Per-head size ({@code > 0}); default {@code nOut / nHeads}. */
+        public T headSize(int headSize) {
+            this.headSize = headSize;
+            return self();
+        }
+
+        /** Causal: step {@code i} sees steps {@code j <= i} only; what that means is the concrete layer's. */
+        public T causal(boolean causal) {
+            this.causal = causal;
+            return self();
+        }
+
+        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
+        public T dataFormat(RNNFormat format) {
+            this.rnnDataFormat = format;
+            return self();
+        }
+
+        // unchecked: T is this builder's own class by the declaration Builder<T extends Builder<T>>
+        @SuppressWarnings("unchecked")
+        private T self() {
+            return (T) this;
+        }
+    }
+}
