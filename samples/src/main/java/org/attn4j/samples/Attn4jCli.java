@@ -18,7 +18,7 @@ import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
 
 /**
- * The {@code attn4j} command line: {@code attn4j check}, {@code attn4j bench}, and later
+ * The {@code attn4j} command line: {@code attn4j check}, {@code attn4j bench}, {@code attn4j launch}, and later
  * {@code train}, {@code plan} and {@code generate}.
  *
  * <p>A new subcommand is a picocli {@code @Command} class listed in {@code subcommands} below. Commands
@@ -28,7 +28,7 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "attn4j", mixinStandardHelpOptions = true, versionProvider = Attn4jCli.Version.class,
         description = "Exact, memory-efficient and sequence-parallel attention for DL4J / ND4J.",
-        subcommands = {CheckCommand.class, BenchCommand.class, CommandLine.HelpCommand.class})
+        subcommands = {CheckCommand.class, BenchCommand.class, LaunchCommand.class, CommandLine.HelpCommand.class})
 public final class Attn4jCli implements Runnable {
 
     /** Exit code of a bad input (file, shape, value): the command ran and refused it. */
@@ -57,6 +57,9 @@ public final class Attn4jCli implements Runnable {
         CommandLine cl = new CommandLine(new Attn4jCli());
         cl.setParameterExceptionHandler(new OneLineUsageError());
         cl.setExecutionExceptionHandler(new OneLineUserError());
+        // launch --workers 2 bench transport --sizes ...: everything from the first positional on is the
+        // workers' command, options included, with or without a "--" before it.
+        cl.getSubcommands().get("launch").setStopAtPositional(true);
         return cl;
     }
 

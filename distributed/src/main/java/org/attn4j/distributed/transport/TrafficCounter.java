@@ -4,18 +4,34 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 
-/** Payload bytes sent by one rank, per peer and per tag; thread-safe. */
+/**
+ * Payload bytes sent by one rank, per peer, per tag and per (peer, tag); thread-safe. Payload bytes are the
+ * arrays' element bytes (length times element width), not headers, heartbeats or retransmissions, so the counts
+ * can be held against the papers' communication-volume formulas. Transports do not count sends to self.
+ */
 public final class TrafficCounter {
 
     private final ConcurrentHashMap<Integer, LongAdder> perPeer = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, LongAdder> perTag = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Long, LongAdder> perPeerAndTag = new ConcurrentHashMap<>();
     private final LongAdder total = new LongAdder();
 
     /** Records {@code bytes} sent to {@code peer} under {@code tag}. */
     public void record(int peer, int tag, long bytes) {
         perPeer.computeIfAbsent(peer, p -> new LongAdder()).add(bytes);
         perTag.computeIfAbsent(tag, t -> new LongAdder()).add(bytes);
+        perPeerAndTag.computeIfAbsent(key(peer, tag), k -> new LongAdder()).add(bytes);
         total.add(bytes);
+    }
+
+    /** Bytes sent to {@code peer} under {@code tag}. */
+    public long toPeerWithTag(int peer, int tag) {
+        LongAdder a = perPeerAndTag.get(key(peer, tag));
+        return a == null ? 0 : a.sum();
+    }
+
+    private static long key(int peer, int tag) {
+        return ((long) peer << 32) | (tag & 0xFFFF_FFFFL);
     }
 
     /** All bytes sent. */
@@ -46,6 +62,7 @@ public final class TrafficCounter {
     public void reset() {
         perPeer.clear();
         perTag.clear();
+        perPeerAndTag.clear();
         total.reset();
     }
 }

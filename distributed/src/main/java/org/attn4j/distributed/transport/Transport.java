@@ -8,8 +8,13 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 /**
  * Point-to-point exchange of ND4J arrays between the ranks of one job. Non-blocking: both calls return at
  * once with a future. Messages between one (sender, receiver, tag) are delivered in the order sent; a rank
- * may send to itself. Arrays of any shape (including zero length) and of type FLOAT or DOUBLE travel
- * with their type and shape.
+ * may send to itself (delivered locally, not counted in {@link #traffic()}). Arrays of any shape (including
+ * zero length and rank 0) travel with their type and shape; FLOAT and DOUBLE are the types the algorithms use,
+ * HALF, BFLOAT16, INT and LONG are carried too.
+ *
+ * <p>Futures complete on a transport completion thread, never on the thread that polls the network, so a
+ * continuation attached with {@code thenApply} and friends may compute or even block without stalling
+ * delivery; it does occupy a pooled thread while it runs.
  *
  * <p>Failure is never a hang: a future that cannot complete within {@link #timeout()} fails with a
  * {@link TransportException} naming this rank, the peer, the tag and how long it waited; a peer that dies
@@ -25,10 +30,13 @@ public interface Transport extends AutoCloseable {
 
     /**
      * Sends a copy of {@code array} to {@code peer} under {@code tag}. The caller may modify or free
-     * {@code array} once the future completes (the bytes have been handed to the wire).
+     * {@code array} once the future completes (the bytes have been handed to the wire); not before, since a
+     * transport may read the array's memory until then. An array not contiguous in C order is copied first.
      *
      * @param peer the receiving rank, {@code 0 <= peer < worldSize}
      * @param tag  a non-negative tag; receives match on (source, tag)
+     * @return completes when the bytes are handed over; fails with {@link PeerTimeoutException},
+     *         {@link PeerFailedException} or {@link TransportClosedException}
      * @throws IllegalArgumentException for a bad peer, tag or array type (synchronously)
      */
     CompletableFuture<Void> send(int peer, int tag, INDArray array);
@@ -38,7 +46,10 @@ public interface Transport extends AutoCloseable {
      *
      * @param peer the sending rank
      * @param tag  the tag it was sent with
-     * @return the array, a new C-ordered array owned by the caller
+     * @return the array, a new C-ordered array owned by the caller; fails with {@link PeerTimeoutException}
+     *         after {@link #timeout()}, with {@link PeerFailedException} when the peer dies or closes first,
+     *         with {@link CorruptMessageException} when the matching message arrived damaged, and with
+     *         {@link TransportClosedException} when this transport closes
      * @throws IllegalArgumentException for a bad peer or tag (synchronously)
      */
     CompletableFuture<INDArray> receive(int peer, int tag);
@@ -49,7 +60,10 @@ public interface Transport extends AutoCloseable {
     /** How long a call may wait before it fails. */
     Duration timeout();
 
-    /** Releases the transport; waiting calls fail with {@link TransportClosedException}. Idempotent. */
+    /**
+     * Releases the transport; waiting calls (receives, and sends not yet handed over) fail with
+     * {@link TransportClosedException}, and peers learn that this rank has left. Idempotent.
+     */
     @Override
     void close();
 }

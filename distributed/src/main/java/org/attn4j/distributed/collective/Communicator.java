@@ -1,0 +1,407 @@
+package org.attn4j.distributed.collective;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Function;
+
+import org.attn4j.distributed.transport.PeerFailedException;
+import org.attn4j.distributed.transport.Transport;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.indexing.INDArrayIndex;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+
+/**
+ * Collectives over a {@link Group} of ranks on one {@link Transport}: {@code sendRecv}, ring {@code allGather},
+ * ring {@code reduceScatter} and {@code allReduce} with a pluggable {@link Reduction}, {@code broadcast} and
+ * {@code barrier}. Each has an asynchronous form returning a {@link CollectiveHandle} (start the exchange of the
+ * next block, compute on this one, then join) and a blocking form on top of it.
+ *
+ * <p>Rules, as in MPI: every member calls the same collectives on its communicator in the same order (calls are
+ * numbered, and the number picks the tags, see {@link CollectiveTags}); one communicator's calls are issued from
+ * one thread or otherwise ordered. Calls may overlap: up to {@link CollectiveTags#WINDOW} of one communicator
+ * may be in flight. Two communicators whose calls may be in flight at the same time and whose groups share a
+ * pair of ranks need different channels (disjoint groups, e.g. the rows of a grid, may share one).
+ *
+ * <p>Sends are non-blocking and every member posts its send before its receive, so no pairing can deadlock,
+ * for any group size including 2 and 1. A failure is never a hang: the transport fails a receive from a silent
+ * or dead peer within its timeout, and the call fails with a {@link CollectiveException} naming the
+ * collective, the group and the peer. The rank that notices tells every other rank ({@code FailureNotices}), so
+ * their calls fail at once too, naming the same rank rather than a neighbour that stopped forwarding. After a failed
+ * call the members may disagree on where they are, so the communicator refuses further calls.
+ *
+ * <p>Comm volume: every byte goes through the transport's
+ * {@link org.attn4j.distributed.transport.TrafficCounter} under this channel's tags; {@link #bytesSent()} and
+ * {@link CollectiveHandle#bytesSent()} give this rank's payload bytes per communicator and per call. Each
+ * method documents its volume per member for blocks of {@code b} bytes in a group of {@code P}.
+ */
+public final class Communicator {
+
+    /** A member index meaning "nobody", for {@link #sendRecvAsync} at the ends of a pipeline. */
+    public static final int NONE = -1;
+
+    private static final ExecutorService DEFAULT_EXECUTOR = Executors.newCachedThreadPool(new DaemonThreads());
+
+    private final Transport transport;
+    private final Group group;
+    private final int channel;
+    private final Executor executor;
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private final LongAdder bytesSent = new LongAdder();
+    private final Set<Exchange<?>> live = ConcurrentHashMap.newKeySet();
+    private final FailureNotices notices;
+    private long calls;
+    private volatile Throwable failure;
+
+    private Communicator(Transport transport, Group group, int channel, Executor executor) {
+        CollectiveTags.checkChannel(channel);
+        if (group.worldSize() != transport.worldSize() || group.rank(group.index()) != transport.rank()) {
+            throw new IllegalArgumentException("Communicator: " + group + " of a world of " + group.worldSize()
+                    + " does not belong to the transport of rank " + transport.rank() + " of "
+                    + transport.worldSize());
+        }
+        this.transport = transport;
+        this.group = group;
+        this.channel = channel;
+        this.executor = executor;
+        this.notices = FailureNotices.of(transport);
+        notices.register(this);
+    }
+
+    /** All ranks of the transport, on channel 0. */
+    public static Communicator world(Transport transport) {
+        return new Communicator(transport, Group.world(transport), 0, DEFAULT_EXECUTOR);
+    }
+
+    /**
+     * A communicator over {@code group} on {@code channel}.
+     *
+     * @param channel {@code 0 <= channel < CollectiveTags.CHANNELS}; see the class comment for when two
+     *                communicators need different channels
+     * @throws IllegalArgumentException if the group was built for another rank or world, or the channel is out
+     *                                  of range
+     */
+    public static Communicator of(Transport transport, Group group, int channel) {
+        return new Communicator(transport, group, channel, DEFAULT_EXECUTOR);
+    }
+
+    /** As {@link #of(Transport, Group, int)}, running continuations (and reductions) on {@code executor}. */
+    public static Communicator of(Transport transport, Group group, int channel, Executor executor) {
+        return new Communicator(transport, group, channel, executor);
+    }
+
+    /** The group. */
+    public Group group() {
+        return group;
+    }
+
+    /** The transport. */
+    public Transport transport() {
+        return transport;
+    }
+
+    /** The channel, which fixes this communicator's tag range. */
+    public int channel() {
+        return channel;
+    }
+
+    /** Payload bytes this rank has sent in this communicator's calls (completed and in flight). */
+    public long bytesSent() {
+        return bytesSent.sum();
+    }
+
+    // ---- sendRecv -------------------------------------------------------------------------------------------
+
+    /**
+     * Sends {@code array} to member {@code sendTo} while receiving from member {@code receiveFrom} (the ring
+     * step of ring attention: {@code sendRecvAsync(group().next(), kv, group().previous())}). Either may be
+     * {@link #NONE}, e.g. at the ends of a pipeline; every member still makes the call. Volume: {@code b} if it
+     * sends.
+     *
+     * @param sendTo      a member index or {@link #NONE}
+     * @param array       what to send; ignored (may be null) if {@code sendTo} is {@link #NONE}
+     * @param receiveFrom a member index or {@link #NONE}
+     * @return the received array (a new one), or null if {@code receiveFrom} is {@link #NONE}
+     */
+    public CollectiveHandle<INDArray> sendRecvAsync(int sendTo, INDArray array, int receiveFrom) {
+        if (sendTo != NONE) {
+            group.checkIndex(sendTo, "sendRecv destination");
+            checkArray("sendRecv", array);
+        }
+        if (receiveFrom != NONE) {
+            group.checkIndex(receiveFrom, "sendRecv source");
+        }
+        return start("sendRecv", ex -> {
+            if (sendTo != NONE) {
+                ex.send(sendTo, 0, array);
+            }
+            return receiveFrom == NONE ? CompletableFuture.completedFuture(null) : ex.receive(receiveFrom, 0);
+        });
+    }
+
+    /** Blocking {@link #sendRecvAsync}. */
+    public INDArray sendRecv(int sendTo, INDArray array, int receiveFrom) {
+        return sendRecvAsync(sendTo, array, receiveFrom).join();
+    }
+
+    // ---- allGather ------------------------------------------------------------------------------------------
+
+    /**
+     * Ring all-gather ({@code RingAllGather}): every member ends with every member's array. Blocks may differ
+     * in shape between members. Volume: {@code (P - 1) b} per member for equal blocks.
+     *
+     * <pre>
+     *   step s = 0 .. P-2: member i sends block i-s to i+1 and receives block i-s-1 from i-1
+     *   P = 3   step 0: 0 -b0-&gt; 1, 1 -b1-&gt; 2, 2 -b2-&gt; 0    step 1: 0 -b2-&gt; 1, 1 -b0-&gt; 2, 2 -b1-&gt; 0
+     * </pre>
+     *
+     * @return the arrays by member index; this member's entry is {@code array} itself, the others are new
+     */
+    public CollectiveHandle<List<INDArray>> allGatherAsync(INDArray array) {
+        checkArray("allGather", array);
+        return start("allGather", ex -> RingAllGather.run(ex, new INDArray[] {array}, 0).thenApply(blocks -> {
+            List<INDArray> out = new ArrayList<>(blocks.length);
+            for (INDArray[] b : blocks) {
+                out.add(b[0]);
+            }
+            return out;
+        }));
+    }
+
+    /** Blocking {@link #allGatherAsync}. */
+    public List<INDArray> allGather(INDArray array) {
+        return allGatherAsync(array).join();
+    }
+
+    // ---- reduceScatter --------------------------------------------------------------------------------------
+
+    /**
+     * Ring reduce-scatter ({@code RingReduceScatter}): member {@code j} ends with the reduction over all
+     * members of their {@code blocks.get(j)}. Volume: {@code (P - 1) b} per member for equal blocks.
+     *
+     * <pre>
+     *   step s = 0 .. P-2: member i sends its partial of block i-s-1 to i+1, receives the partial of block
+     *                      i-s-2 from i-1 and combines its own contribution into it
+     *   P = 3   step 0: 0 -b2-&gt; 1, 1 -b0-&gt; 2, 2 -b1-&gt; 0    step 1: 0 -b1-&gt; 1, 1 -b2-&gt; 2, 2 -b0-&gt; 0
+     * </pre>
+     *
+     * @param blocks this member's contribution to each member's block: {@code P} tuples of the same length,
+     *               matching across members in shape and type; read only
+     * @return this member's reduced tuple, new arrays
+     */
+    public CollectiveHandle<INDArray[]> reduceScatterAsync(Reduction reduction, List<INDArray[]> blocks) {
+        if (blocks.size() != group.size()) {
+            throw new IllegalArgumentException("Communicator.reduceScatter: " + blocks.size() + " blocks for "
+                    + group + " of " + group.size() + " members; need one per member");
+        }
+        int arity = blocks.get(0).length;
+        for (INDArray[] b : blocks) {
+            if (b.length != arity || arity == 0) {
+                throw new IllegalArgumentException("Communicator.reduceScatter: blocks hold " + b.length + " and "
+                        + arity + " arrays; every block needs the same count, at least 1");
+            }
+            for (INDArray a : b) {
+                checkArray("reduceScatter", a);
+            }
+        }
+        List<INDArray[]> copy = List.copyOf(blocks);
+        return start("reduceScatter(" + reduction.name() + ")", ex -> RingReduceScatter.run(ex, reduction, copy, 0));
+    }
+
+    /** Blocking {@link #reduceScatterAsync(Reduction, List)}. */
+    public INDArray[] reduceScatter(Reduction reduction, List<INDArray[]> blocks) {
+        return reduceScatterAsync(reduction, blocks).join();
+    }
+
+    /**
+     * Sum reduce-scatter of {@code array} cut along dimension 0 into {@code P} equal blocks: member {@code j}
+     * ends with the sum over members of rows {@code [j m, (j+1) m)}, {@code m = size(0) / P}.
+     *
+     * @throws IllegalArgumentException if {@code size(0)} is not a multiple of {@code P}
+     */
+    public CollectiveHandle<INDArray> reduceScatterAsync(INDArray array) {
+        checkArray("reduceScatter", array);
+        int p = group.size();
+        if (array.rank() == 0 || array.size(0) % p != 0) {
+            throw new IllegalArgumentException("Communicator.reduceScatter: array of shape "
+                    + Arrays.toString(array.shape()) + " cannot be cut along dimension 0 into " + p
+                    + " equal blocks for " + group);
+        }
+        long m = array.size(0) / p;
+        List<INDArray[]> blocks = new ArrayList<>(p);
+        for (int j = 0; j < p; j++) {
+            INDArrayIndex[] idx = new INDArrayIndex[array.rank()];
+            Arrays.fill(idx, NDArrayIndex.all());
+            idx[0] = NDArrayIndex.interval(j * m, (j + 1) * m);
+            blocks.add(new INDArray[] {array.get(idx)});
+        }
+        return start("reduceScatter(sum)", ex -> RingReduceScatter.run(ex, Reduction.sum(), blocks, 0)
+                .thenApply(t -> t[0]));
+    }
+
+    /** Blocking {@link #reduceScatterAsync(INDArray)}. */
+    public INDArray reduceScatter(INDArray array) {
+        return reduceScatterAsync(array).join();
+    }
+
+    // ---- allReduce ------------------------------------------------------------------------------------------
+
+    /**
+     * All-reduce as a ring reduce-scatter (phase 0) of the {@link Reduction#split} parts followed by a ring
+     * all-gather (phase 1) of the reduced parts: every member ends with the reduction of all members' values.
+     * Every member receives the same bits (each part is reduced once, on its owner). Volume: about
+     * {@code 2 (P - 1) / P} times the value's bytes per member (exactly: the bytes of all parts but its own
+     * plus all parts but that of member {@code index + 1}).
+     *
+     * @param value this member's tuple, matching across members in shape and type; read only
+     * @return the reduced tuple, new arrays
+     */
+    public CollectiveHandle<INDArray[]> allReduceAsync(Reduction reduction, INDArray... value) {
+        if (value.length == 0) {
+            throw new IllegalArgumentException("Communicator.allReduce: needs at least one array");
+        }
+        for (INDArray a : value) {
+            checkArray("allReduce", a);
+        }
+        INDArray[] like = value.clone();
+        return start("allReduce(" + reduction.name() + ")", ex -> {
+            List<INDArray[]> parts = List.of(reduction.split(like, group.size()));
+            return RingReduceScatter.run(ex, reduction, parts, 0)
+                    .thenCompose(own -> RingAllGather.run(ex, own, 1))
+                    .thenApply(reduced -> {
+                        INDArray[] out = reduction.join(reduced, like);
+                        List<INDArray> reducedParts = new ArrayList<>();
+                        for (INDArray[] part : reduced) {
+                            reducedParts.addAll(Arrays.asList(part));
+                        }
+                        ex.closeAfterSends(reducedParts);
+                        return out;
+                    });
+        });
+    }
+
+    /** Blocking {@link #allReduceAsync(Reduction, INDArray...)}. */
+    public INDArray[] allReduce(Reduction reduction, INDArray... value) {
+        return allReduceAsync(reduction, value).join();
+    }
+
+    /** Element-wise sum over all members, as {@link #allReduceAsync(Reduction, INDArray...)}. */
+    public CollectiveHandle<INDArray> allReduceAsync(INDArray array) {
+        CollectiveHandle<INDArray[]> h = allReduceAsync(Reduction.sum(), array);
+        return new CollectiveHandle<>(h.description(), h.future().thenApply(t -> t[0]), h::bytesSent);
+    }
+
+    /** Blocking element-wise sum over all members. */
+    public INDArray allReduce(INDArray array) {
+        return allReduceAsync(array).join();
+    }
+
+    // ---- broadcast, barrier ---------------------------------------------------------------------------------
+
+    /**
+     * Broadcast from member {@code root} ({@code BinomialBroadcast}). Volume: {@code (P - 1) b} over all members,
+     * at most {@code ceil(log2 P) b} from one.
+     *
+     * @param array the array on the root; ignored (may be null) elsewhere
+     * @return {@code array} on the root, a new array elsewhere
+     */
+    public CollectiveHandle<INDArray> broadcastAsync(int root, INDArray array) {
+        group.checkIndex(root, "broadcast root");
+        if (group.index() == root) {
+            checkArray("broadcast", array);
+        }
+        return start("broadcast(root " + root + ")", ex -> BinomialBroadcast.run(ex, root, array, 0));
+    }
+
+    /** Blocking {@link #broadcastAsync}. */
+    public INDArray broadcast(int root, INDArray array) {
+        return broadcastAsync(root, array).join();
+    }
+
+    /** Completes once every member has started this barrier ({@code DisseminationBarrier}). No payload. */
+    public CollectiveHandle<Void> barrierAsync() {
+        return start("barrier", ex -> DisseminationBarrier.run(ex, 0));
+    }
+
+    /** Blocks until every member has reached this barrier. */
+    public void barrier() {
+        barrierAsync().join();
+    }
+
+    // ---- plumbing -------------------------------------------------------------------------------------------
+
+    private <T> CollectiveHandle<T> start(String name, Function<Exchange<T>, CompletableFuture<T>> schedule) {
+        Throwable failed = failure;
+        if (failed != null) {
+            throw new IllegalStateException("Communicator on " + group + " (channel " + channel + ") has failed, "
+                    + "so the members may be out of step; no further calls. The failure: " + failed.getMessage(),
+                    failed);
+        }
+        long call;
+        synchronized (this) {
+            if (inFlight.get() >= CollectiveTags.WINDOW) {
+                throw new IllegalStateException("Communicator on " + group + " (channel " + channel + "): "
+                        + CollectiveTags.WINDOW + " calls in flight, the most its tags allow; join some first");
+            }
+            inFlight.incrementAndGet();
+            call = calls++;
+        }
+        Exchange<T> ex = new Exchange<>(transport, group, channel, call, executor, bytesSent, notices::tell,
+                name + " call " + call + " (channel " + channel + ") on " + group);
+        live.add(ex);
+        if (failure instanceof PeerFailedException notice) {
+            ex.failQuietly(notice);                      // a notice that came in while this call was starting
+        }
+        CompletableFuture<T> result;
+        try {
+            result = ex.finish(schedule.apply(ex));
+        } catch (RuntimeException e) {
+            ex.fail(e);
+            result = ex.result();
+        }
+        result.whenComplete((v, e) -> {
+            live.remove(ex);
+            inFlight.decrementAndGet();
+            if (e != null && failure == null) {
+                failure = e;
+            }
+        });
+        return new CollectiveHandle<>(ex.description(), result, ex.bytesSent()::sum);
+    }
+
+    /** Another rank reported a failed rank: fail every call in flight, and refuse later ones. */
+    void failedElsewhere(PeerFailedException notice) {
+        if (failure == null) {
+            failure = notice;
+        }
+        for (Exchange<?> ex : live) {
+            ex.failQuietly(notice);
+        }
+    }
+
+    private void checkArray(String op, INDArray a) {
+        if (a == null) {
+            throw new IllegalArgumentException("Communicator." + op + " on " + group + ": array is null");
+        }
+    }
+
+    /** Daemon threads, so a forgotten communicator never keeps a worker alive. */
+    private static final class DaemonThreads implements java.util.concurrent.ThreadFactory {
+        private final AtomicInteger count = new AtomicInteger();
+
+        @Override
+        public Thread newThread(Runnable r) {
+            Thread t = new Thread(r, "attn4j-collective-" + count.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        }
+    }
+}

@@ -1,0 +1,214 @@
+package org.attn4j.distributed.launch;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * What a worker process learns from its environment: its rank, the world size, every rank's UDP endpoint, the
+ * job token and the optional settings. Any scheduler (the {@link LocalLauncher}, a shell loop over ssh, Slurm,
+ * Kubernetes) starts a worker by setting these variables:
+ *
+ * <pre>
+ *   ATTN4J_RANK        this worker's rank, 0 &lt;= rank &lt; world size
+ *   ATTN4J_WORLD_SIZE  number of workers, &gt;= 1
+ *   ATTN4J_PEERS       host:port of every rank in rank order, comma-separated (UDP; IPv6 as [addr]:port)
+ *   ATTN4J_JOB_TOKEN   a shared secret of at least 16 characters, the same for every rank of the job
+ *   ATTN4J_TIMEOUT_MS  optional: how long a transport call may wait (default 60000)
+ *   ATTN4J_AERON_DIR   optional: the Aeron directory of an external media driver
+ *   ATTN4J_BIND        optional: the address to bind (default: loopback)
+ * </pre>
+ *
+ * Immutable; {@link #toString()} never shows the token.
+ *
+ * @param rank      this worker's rank
+ * @param worldSize the number of workers
+ * @param peers     every rank's endpoint, by rank
+ * @param jobToken  the shared secret
+ * @param timeout   how long a transport call may wait
+ * @param aeronDir  the external media driver's directory, if any
+ * @param bind      the address to bind, if not loopback
+ */
+public record WorkerEnvironment(int rank, int worldSize, List<Endpoint> peers, String jobToken, Duration timeout,
+                                Optional<String> aeronDir, Optional<String> bind) {
+
+    /** This worker's rank. */
+    public static final String RANK = "ATTN4J_RANK";
+    /** The number of workers. */
+    public static final String WORLD_SIZE = "ATTN4J_WORLD_SIZE";
+    /** Every rank's host:port, comma-separated, in rank order. */
+    public static final String PEERS = "ATTN4J_PEERS";
+    /** The job's shared secret. */
+    public static final String JOB_TOKEN = "ATTN4J_JOB_TOKEN";
+    /** Optional transport timeout in milliseconds. */
+    public static final String TIMEOUT_MS = "ATTN4J_TIMEOUT_MS";
+    /** Optional Aeron directory of an external media driver. */
+    public static final String AERON_DIR = "ATTN4J_AERON_DIR";
+    /** Optional bind address. */
+    public static final String BIND = "ATTN4J_BIND";
+
+    /** The timeout when {@link #TIMEOUT_MS} is not set. */
+    public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(60);
+    /** The shortest job token accepted. */
+    public static final int MIN_TOKEN_LENGTH = 16;
+
+    /**
+     * A UDP endpoint.
+     *
+     * @param host a host name or IP address (IPv6 without brackets)
+     * @param port {@code 1 <= port <= 65535}
+     */
+    public record Endpoint(String host, int port) {
+
+        /** {@code host:port}, IPv6 addresses in brackets. */
+        @Override
+        public String toString() {
+            return (host.contains(":") ? "[" + host + "]" : host) + ":" + port;
+        }
+    }
+
+    /** Validates the components (the token must not be shown in messages). */
+    public WorkerEnvironment {
+        if (worldSize < 1) {
+            throw new IllegalArgumentException(WORLD_SIZE + ": expected an integer >= 1, got " + worldSize);
+        }
+        if (rank < 0 || rank >= worldSize) {
+            throw new IllegalArgumentException(RANK + ": expected an integer in [0, " + worldSize + ") ("
+                    + WORLD_SIZE + " = " + worldSize + "), got " + rank);
+        }
+        peers = List.copyOf(peers);
+        if (peers.size() != worldSize) {
+            throw new IllegalArgumentException(PEERS + ": expected " + worldSize + " host:port entries, one per rank ("
+                    + WORLD_SIZE + " = " + worldSize + "), got " + peers.size() + ": " + join(peers));
+        }
+        for (int i = 0; i < peers.size(); i++) {
+            for (int j = 0; j < i; j++) {
+                if (peers.get(i).equals(peers.get(j))) {
+                    throw new IllegalArgumentException(PEERS + ": expected a distinct endpoint per rank, got "
+                            + peers.get(i) + " for ranks " + j + " and " + i);
+                }
+            }
+        }
+        if (jobToken == null || jobToken.length() < MIN_TOKEN_LENGTH || !jobToken.strip().equals(jobToken)) {
+            throw new IllegalArgumentException(JOB_TOKEN + ": expected a secret of at least " + MIN_TOKEN_LENGTH
+                    + " characters without surrounding blanks, got " + (jobToken == null ? "none"
+                    : jobToken.length() + " characters" + (jobToken.strip().equals(jobToken) ? "" : " with blanks")));
+        }
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException(TIMEOUT_MS + ": expected a positive number of milliseconds, got "
+                    + timeout.toMillis());
+        }
+    }
+
+    /** Reads the process environment. */
+    public static WorkerEnvironment fromEnvironment() {
+        return from(System.getenv());
+    }
+
+    /**
+     * Reads the variables from {@code env}.
+     *
+     * @throws IllegalArgumentException naming the variable, what was expected and what it held
+     */
+    public static WorkerEnvironment from(Map<String, String> env) {
+        int worldSize = integer(env, WORLD_SIZE, "the number of workers, an integer >= 1");
+        int rank = integer(env, RANK, "this worker's rank, an integer in [0, " + WORLD_SIZE + ")");
+        String peerList = required(env, PEERS, "host:port of every rank, comma-separated");
+        List<Endpoint> peers = new ArrayList<>();
+        String[] entries = peerList.split(",", -1);
+        for (int i = 0; i < entries.length; i++) {
+            peers.add(endpoint(entries[i].strip(), i));
+        }
+        String token = required(env, JOB_TOKEN, "the job's shared secret");
+        Duration timeout = DEFAULT_TIMEOUT;
+        String ms = env.get(TIMEOUT_MS);
+        if (ms != null && !ms.isBlank()) {
+            try {
+                timeout = Duration.ofMillis(Long.parseLong(ms.strip()));
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException(TIMEOUT_MS + ": expected a positive number of milliseconds, got \""
+                        + ms + "\"");
+            }
+        }
+        return new WorkerEnvironment(rank, worldSize, peers, token, timeout, optional(env, AERON_DIR),
+                optional(env, BIND));
+    }
+
+    /** This worker's own endpoint. */
+    public Endpoint self() {
+        return peers.get(rank);
+    }
+
+    /** The variables that describe this worker, e.g. to start it; the inverse of {@link #from}. */
+    public Map<String, String> toVariables() {
+        Map<String, String> m = new java.util.LinkedHashMap<>();
+        m.put(RANK, Integer.toString(rank));
+        m.put(WORLD_SIZE, Integer.toString(worldSize));
+        m.put(PEERS, join(peers));
+        m.put(JOB_TOKEN, jobToken);
+        m.put(TIMEOUT_MS, Long.toString(timeout.toMillis()));
+        aeronDir.ifPresent(d -> m.put(AERON_DIR, d));
+        bind.ifPresent(b -> m.put(BIND, b));
+        return m;
+    }
+
+    @Override
+    public String toString() {
+        return "worker " + rank + " of " + worldSize + ", peers " + join(peers) + ", timeout " + timeout.toMillis()
+                + " ms" + aeronDir.map(d -> ", aeron dir " + d).orElse("") + bind.map(b -> ", bind " + b).orElse("")
+                + ", token (" + jobToken.length() + " characters)";
+    }
+
+    private static String join(List<Endpoint> peers) {
+        return String.join(",", peers.stream().map(Endpoint::toString).toList());
+    }
+
+    private static String required(Map<String, String> env, String name, String meaning) {
+        String v = env.get(name);
+        if (v == null || v.isBlank()) {
+            throw new IllegalArgumentException(name + " is not set: expected " + meaning);
+        }
+        return v;
+    }
+
+    private static Optional<String> optional(Map<String, String> env, String name) {
+        String v = env.get(name);
+        return v == null || v.isBlank() ? Optional.empty() : Optional.of(v.strip());
+    }
+
+    private static int integer(Map<String, String> env, String name, String meaning) {
+        String v = required(env, name, meaning);
+        try {
+            return Integer.parseInt(v.strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(name + ": expected " + meaning + ", got \"" + v + "\"");
+        }
+    }
+
+    private static Endpoint endpoint(String entry, int rank) {
+        String bad = PEERS + " entry " + rank + ": expected host:port with a port in [1, 65535], got \"" + entry
+                + "\"";
+        int colon = entry.lastIndexOf(':');
+        if (colon <= 0 || colon == entry.length() - 1) {
+            throw new IllegalArgumentException(bad);
+        }
+        String host = entry.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        } else if (host.contains(":")) {
+            throw new IllegalArgumentException(bad + " (write an IPv6 address in brackets: [addr]:port)");
+        }
+        int port;
+        try {
+            port = Integer.parseInt(entry.substring(colon + 1));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(bad);
+        }
+        if (host.isBlank() || port < 1 || port > 65535) {
+            throw new IllegalArgumentException(bad);
+        }
+        return new Endpoint(host, port);
+    }
+}

@@ -1,0 +1,428 @@
+package org.attn4j.distributed.transport;
+
+import java.io.File;
+import java.io.IOException;
+import java.net.StandardSocketOptions;
+import java.nio.channels.DatagramChannel;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.LockSupport;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import io.aeron.Aeron;
+import io.aeron.ExclusivePublication;
+import io.aeron.Image;
+import io.aeron.Subscription;
+import io.aeron.driver.MediaDriver;
+import io.aeron.driver.ThreadingMode;
+import io.aeron.driver.status.SenderPos;
+import io.aeron.exceptions.DriverTimeoutException;
+import org.agrona.CloseHelper;
+import org.agrona.IoUtil;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.IdleStrategy;
+import org.agrona.concurrent.status.CountersReader;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@link Transport} over Aeron UDP unicast, between processes on one host or many. Each rank subscribes on its
+ * own endpoint and keeps one exclusive publication to every other rank; one sender thread ({@link SenderAgent})
+ * offers, one receiver thread ({@link ReceiverAgent}) polls, and by default an embedded media driver (shared
+ * threading mode, directory under {@code /dev/shm} named after job, rank and process, deleted on close) moves
+ * the bytes. With {@link AeronTransportContext#aeronDirectory()} set it uses that external driver instead.
+ *
+ * <p>Wire format: {@link MessageDescriptor}. A connection delivers data only after a HELLO carrying the job
+ * token's digest; anything from another job, an unknown rank or a connection without HELLO is dropped and
+ * counted ({@link #droppedMessages()}). Every chunk carries a CRC32C; a damaged message fails the receive that
+ * would have returned it ({@link CorruptMessageException}).
+ *
+ * <p>Failure detection: a peer that says goodbye (closes), whose connection goes away (Aeron's image
+ * unavailable), that stays silent (no message or heartbeat) for the timeout, or to which queued data makes no
+ * progress for the timeout, is failed: every call waiting on it fails with {@link PeerFailedException}, and
+ * later calls on it fail at once. A peer is not readmitted after failing.
+ *
+ * <p>The Agrona library inside Aeron needs {@code --add-exports java.base/jdk.internal.misc=ALL-UNNAMED} (and
+ * usually {@code --add-opens java.base/sun.nio.ch=ALL-UNNAMED}) on Java 17.
+ */
+public final class AeronTransport implements Transport {
+
+    private static final Logger LOG = LoggerFactory.getLogger(AeronTransport.class);
+    private static final AtomicInteger INSTANCES = new AtomicInteger();
+    /** Embedded driver directories: attn4j-JOB-rankR-PID-N; group 1 is the owning process. */
+    private static final Pattern STALE_CANDIDATE = Pattern.compile("attn4j-[0-9a-f]{16}-rank\\d+-(\\d+)-\\d+");
+
+    private final AeronTransportContext context;
+    private final JobToken token;
+    private final Mailbox mailbox;
+    private final TrafficCounter traffic = new TrafficCounter();
+    private final AtomicReferenceArray<String> peerFailures;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private MediaDriver driver;
+    private String driverDirectory;
+    private Aeron aeron;
+    private Subscription subscription;
+    private ExclusivePublication[] publications;
+    private SenderAgent sender;
+    private ReceiverAgent receiver;
+    private AgentRunner senderRunner;
+    private AgentRunner receiverRunner;
+
+    /**
+     * Starts the transport: the embedded driver (unless an external one is configured), the subscription on this
+     * rank's endpoint, a publication to every other rank, and the sender and receiver threads. Does not wait for
+     * peers: sends wait for their peer's connection, up to the timeout.
+     *
+     * @throws TransportException if Aeron cannot start, e.g. the endpoint's port is taken or no driver runs in
+     *                            the configured directory
+     */
+    public AeronTransport(AeronTransportContext context) {
+        this.context = context;
+        this.token = new JobToken(context.jobToken());
+        this.mailbox = new Mailbox(context.rank(), context.worldSize(), context.timeout());
+        this.peerFailures = new AtomicReferenceArray<>(context.worldSize());
+        try {
+            start();
+        } catch (RuntimeException e) {
+            releaseAeron();
+            if (driver == null && driverDirectory != null) {
+                // The driver failed while starting and cannot delete what it created.
+                IoUtil.delete(new File(driverDirectory), true);
+            }
+            throw new TransportException("rank " + context.rank() + ": could not start the Aeron transport ("
+                    + context + "): " + e.getMessage(), e);
+        }
+        LOG.info("rank {}: Aeron transport up, job {}, {}", context.rank(), token, context);
+    }
+
+    /**
+     * A transport configured from the environment the launcher sets ({@link AeronTransportContext#ENV_RANK} and
+     * the other {@code ATTN4J_*} variables).
+     *
+     * @throws IllegalArgumentException naming a missing or malformed variable
+     */
+    public static AeronTransport fromEnvironment() {
+        return new AeronTransport(AeronTransportContext.fromEnvironment(System.getenv()));
+    }
+
+    private void start() {
+        long maxParkNs = context.idleMaxPark().toNanos();
+        String directory = context.aeronDirectory();
+        if (context.embeddedDriver()) {
+            directory = embeddedDriverDirectory();
+            driverDirectory = directory;
+            int window = receiverWindow();
+            driver = MediaDriver.launch(new MediaDriver.Context()
+                    .aeronDirectoryName(directory)
+                    .threadingMode(ThreadingMode.SHARED)
+                    .sharedIdleStrategy(AdaptiveIdleStrategy.forDriver(maxParkNs))
+                    .dirDeleteOnStart(true)
+                    .dirDeleteOnShutdown(true)
+                    .termBufferSparseFile(true)
+                    .socketRcvbufLength(context.socketBufferBytes())
+                    .socketSndbufLength(context.socketBufferBytes())
+                    .initialWindowLength(window)
+                    .mtuLength(context.mtu())
+                    .printConfigurationOnStart(false)
+                    .warnIfDirectoryExists(false)
+                    .errorHandler(e -> LOG.warn("rank {}: media driver error", context.rank(), e)));
+        }
+        aeron = Aeron.connect(new Aeron.Context()
+                .aeronDirectoryName(directory)
+                .clientName("attn4j-rank" + context.rank())
+                .errorHandler(this::onAeronError));
+        subscription = aeron.addSubscription("aeron:udp?endpoint=" + hostLiteral(context.bindAddress()) + ":"
+                + context.port(context.rank()), context.streamId(), this::onAvailableImage, this::onUnavailableImage);
+        publications = new ExclusivePublication[context.worldSize()];
+        for (int p = 0; p < context.worldSize(); p++) {
+            if (p != context.rank()) {
+                publications[p] = aeron.addExclusivePublication("aeron:udp?endpoint=" + context.endpoints().get(p)
+                        + "|mtu=" + context.mtu() + "|term-length=" + context.termLength() + "|sparse=true",
+                        context.streamId());
+            }
+        }
+        sender = new SenderAgent(this, context, token, publications);
+        receiver = new ReceiverAgent(this, context, token, subscription, mailbox);
+        senderRunner = new AgentRunner(sender.idleStrategy(maxParkNs), this::onAgentError, null, sender);
+        receiverRunner = new AgentRunner(idleStrategy(maxParkNs), this::onAgentError, null, receiver);
+        AgentRunner.startOnThread(senderRunner, TransportThreads.daemon("attn4j-agent"));
+        AgentRunner.startOnThread(receiverRunner, TransportThreads.daemon("attn4j-agent"));
+    }
+
+    /**
+     * The configured receiver window, lowered when the kernel grants a smaller receive buffer than configured
+     * ({@code net.core.rmem_max} is 208 KiB on many hosts): a window larger than the socket buffer lets a burst
+     * overflow it, and every lost datagram costs a retransmission.
+     */
+    private int receiverWindow() {
+        int wanted = context.socketBufferBytes();
+        if (wanted == 0) {
+            return context.receiverWindowBytes();
+        }
+        int granted;
+        try (DatagramChannel probe = DatagramChannel.open()) {
+            probe.setOption(StandardSocketOptions.SO_RCVBUF, wanted);
+            granted = probe.getOption(StandardSocketOptions.SO_RCVBUF);
+        } catch (IOException e) {
+            return context.receiverWindowBytes();
+        }
+        // Linux reports twice the size it granted (the kernel's bookkeeping share); a cap shows as less than asked.
+        if (granted >= wanted) {
+            return context.receiverWindowBytes();
+        }
+        int window = Math.max(context.mtu(), Math.min(context.receiverWindowBytes(), granted / 2) & ~31);
+        LOG.warn("rank {}: the kernel grants a UDP receive buffer of {} bytes, not the {} asked for; receiver window"
+                + " lowered to {} bytes. Raise net.core.rmem_max and net.core.wmem_max for throughput.",
+                context.rank(), granted, wanted, window);
+        return window;
+    }
+
+    /** Yields, then parks briefly while warm and up to {@code maxParkNs} once quiet: never holds a core. */
+    private static IdleStrategy idleStrategy(long maxParkNs) {
+        return AdaptiveIdleStrategy.withLongPark(maxParkNs);
+    }
+
+    private String embeddedDriverDirectory() {
+        File shm = new File("/dev/shm");
+        File root = shm.isDirectory() && shm.canWrite() ? shm : new File(System.getProperty("java.io.tmpdir"));
+        removeStaleDriverDirectories(root);
+        // Unique per process and instance too: dirDeleteOnStart would wipe a live driver's directory otherwise.
+        return new File(root, "attn4j-" + token + "-rank" + context.rank() + "-" + ProcessHandle.current().pid() + "-"
+                + INSTANCES.incrementAndGet()).getAbsolutePath();
+    }
+
+    /**
+     * Deletes the driver directories of attn4j processes that no longer run: a killed worker cannot delete its
+     * own, and each holds the term buffers it had touched.
+     */
+    private static void removeStaleDriverDirectories(File root) {
+        File[] dirs = root.listFiles((d, name) -> STALE_CANDIDATE.matcher(name).matches());
+        if (dirs == null) {
+            return;
+        }
+        for (File dir : dirs) {
+            Matcher m = STALE_CANDIDATE.matcher(dir.getName());
+            if (m.matches() && ProcessHandle.of(Long.parseLong(m.group(1))).isEmpty()) {
+                LOG.info("removing the driver directory {} of a process that no longer runs", dir);
+                IoUtil.delete(dir, true);
+            }
+        }
+    }
+
+    private static String hostLiteral(String address) {
+        return address.contains(":") && !address.startsWith("[") ? "[" + address + "]" : address;
+    }
+
+    @Override
+    public int rank() {
+        return context.rank();
+    }
+
+    @Override
+    public int worldSize() {
+        return context.worldSize();
+    }
+
+    @Override
+    public CompletableFuture<Void> send(int peer, int tag, INDArray array) {
+        checkPeerAndTag("send", peer, tag);
+        ArrayBytes.checkSendable("AeronTransport.send", array, context.maxMessageBytes());
+        if (closed.get()) {
+            return CompletableFuture.failedFuture(new TransportClosedException("rank " + rank() + ": send to rank "
+                    + peer + " with tag " + tag + " after close"));
+        }
+        String failure = peerFailures.get(peer);
+        if (failure != null) {
+            return CompletableFuture.failedFuture(new PeerFailedException(rank(), peer, tag, failure));
+        }
+        if (peer == rank()) {
+            mailbox.deliver(peer, tag, ArrayBytes.detachedCopy(array));
+            return CompletableFuture.completedFuture(null);
+        }
+        traffic.record(peer, tag, ArrayBytes.byteLength(array));
+        INDArray source = ArrayBytes.contiguous(array);
+        SenderAgent.Outgoing m = new SenderAgent.Outgoing(peer, tag, source, ArrayBytes.bytes(source),
+                MessageDescriptor.dtypeCode(source.dataType()), source.shape());
+        sender.enqueue(m);
+        if (closed.get()) {
+            // Close may have drained the queue before this send reached it.
+            sender.failUnsent("closed");
+        } else {
+            wakeSender();
+        }
+        return m.future;
+    }
+
+    @Override
+    public CompletableFuture<INDArray> receive(int peer, int tag) {
+        checkPeerAndTag("receive", peer, tag);
+        return mailbox.receive(peer, tag);
+    }
+
+    @Override
+    public TrafficCounter traffic() {
+        return traffic;
+    }
+
+    @Override
+    public Duration timeout() {
+        return context.timeout();
+    }
+
+    /** The configuration this transport runs with. */
+    public AeronTransportContext context() {
+        return context;
+    }
+
+    /** Messages dropped because they came from another job, an unknown rank, or a connection without HELLO. */
+    public long droppedMessages() {
+        return receiver.droppedMessages();
+    }
+
+    /** Messages that arrived damaged and were not delivered (each failed its receive). */
+    public long corruptMessages() {
+        return receiver.corruptMessages();
+    }
+
+    /** DATA offers that Aeron refused and the sender retried (back pressure, admin action, not yet connected). */
+    public long refusedOffers() {
+        return sender.refusedOffers();
+    }
+
+    /**
+     * Tells connected peers goodbye (waiting at most min(timeout, 1 s) for the goodbyes to leave), fails waiting
+     * calls with {@link TransportClosedException}, stops the threads, closes Aeron and the embedded driver
+     * (deleting its directory). Idempotent.
+     */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            Duration wait = Duration.ofMillis(Math.min(context.timeout().toMillis(), 1000) + 100);
+            sender.goodbye(senderRunner.thread(), wait);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        shutDown("closed");
+        LOG.info("rank {}: Aeron transport closed", rank());
+    }
+
+    /** Stops everything without telling the peers, as a crash would (test hook). */
+    void kill() {
+        if (closed.compareAndSet(false, true)) {
+            shutDown("killed");
+        }
+    }
+
+    /** Makes the next chunk sent to {@code peer} carry a wrong checksum (test hook). */
+    void corruptNextChunk(int peer) {
+        sender.corruptNextChunk(peer);
+    }
+
+    /** Stops the receiver thread's polling for {@code d}, so senders meet back pressure (test hook). */
+    void stallReceiver(Duration d) {
+        receiver.stallUntil(System.nanoTime() + d.toNanos());
+    }
+
+    private void shutDown(String reason) {
+        wakeSender();
+        CloseHelper.quietClose(senderRunner);
+        CloseHelper.quietClose(receiverRunner);
+        sender.failUnsent(reason);
+        mailbox.close(reason);
+        releaseAeron();
+    }
+
+    private void releaseAeron() {
+        CloseHelper.quietClose(aeron);
+        CloseHelper.quietClose(driver);
+    }
+
+    /** Why {@code peer} failed, or null while it is alive; any thread. */
+    String peerFailure(int peer) {
+        return peerFailures.get(peer);
+    }
+
+    /** Fails {@code peer} for good: its waiting and later calls fail; the first reason sticks. Any thread. */
+    void failPeer(int peer, String reason) {
+        if (markFailed(peer, reason) && !closed.get()) {
+            LOG.warn("rank {}: peer rank {} failed: {}", rank(), peer, reason);
+        }
+    }
+
+    /** {@code peer} said goodbye: as {@link #failPeer}, but an orderly departure, logged as such. */
+    void peerLeft(int peer) {
+        if (markFailed(peer, "rank " + peer + " closed its transport")) {
+            LOG.debug("rank {}: peer rank {} closed its transport", rank(), peer);
+        }
+    }
+
+    private boolean markFailed(int peer, String reason) {
+        if (!peerFailures.compareAndSet(peer, null, reason)) {
+            return false;
+        }
+        mailbox.failPeer(peer, reason);
+        wakeSender();
+        return true;
+    }
+
+    private void wakeSender() {
+        Thread t = senderRunner == null ? null : senderRunner.thread();
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+    }
+
+    /** The driver's sender position of {@code publication} (bytes handed to the socket), or MAX_VALUE if unknown. */
+    long senderPosition(ExclusivePublication publication) {
+        CountersReader counters = aeron.countersReader();
+        int id = counters.findByTypeIdAndRegistrationId(SenderPos.SENDER_POSITION_TYPE_ID,
+                publication.registrationId());
+        return id == CountersReader.NULL_COUNTER_ID ? Long.MAX_VALUE : counters.getCounterValue(id);
+    }
+
+    private void onAvailableImage(Image image) {
+        LOG.debug("rank {}: connection {} from {}", rank(), image.sessionId(), image.sourceIdentity());
+    }
+
+    private void onUnavailableImage(Image image) {
+        Integer peer = receiver == null ? null : receiver.peerOfSession(image.sessionId());
+        if (peer != null) {
+            failPeer(peer, "its connection to rank " + rank() + " went away (Aeron image unavailable)");
+        }
+    }
+
+    private void onAeronError(Throwable t) {
+        if (t instanceof DriverTimeoutException && !closed.get()) {
+            LOG.error("rank {}: lost the media driver; failing every peer", rank(), t);
+            for (int p = 0; p < worldSize(); p++) {
+                if (p != rank()) {
+                    failPeer(p, "rank " + rank() + " lost its media driver");
+                }
+            }
+        } else if (!closed.get()) {
+            LOG.warn("rank {}: Aeron error", rank(), t);
+        }
+    }
+
+    private void onAgentError(Throwable t) {
+        LOG.error("rank {}: transport thread error", rank(), t);
+    }
+
+    private void checkPeerAndTag(String call, int peer, int tag) {
+        if (peer < 0 || peer >= worldSize()) {
+            throw new IllegalArgumentException("AeronTransport." + call + ": peer " + peer + " is outside [0, "
+                    + worldSize() + ")");
+        }
+        if (tag < 0) {
+            throw new IllegalArgumentException("AeronTransport." + call + ": tag " + tag + " is negative");
+        }
+    }
+}

@@ -1,0 +1,462 @@
+package org.attn4j.distributed.transport;
+
+import java.io.File;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Configuration of one rank's {@link AeronTransport}, validated once when built. Every rank of a job gets the
+ * same endpoint list and token and its own rank; the launcher passes them in the environment
+ * ({@link #fromEnvironment}).
+ *
+ * <p>Defaults: bind to loopback, timeout 60 s, heartbeat every min(1 s, timeout / 4), chunks of 1 MiB, terms of
+ * 16 MiB, MTU 65504 when every endpoint is a loopback address (1408, Aeron's default, otherwise: a larger MTU
+ * than the path allows makes the kernel fragment every datagram), socket buffers and receiver window of 4 MiB,
+ * and an embedded media driver unless an Aeron directory is given.
+ */
+public final class AeronTransportContext {
+
+    /** This process's rank, 0-based. */
+    public static final String ENV_RANK = "ATTN4J_RANK";
+    /** The number of ranks. */
+    public static final String ENV_WORLD_SIZE = "ATTN4J_WORLD_SIZE";
+    /** Every rank's {@code host:port}, comma-separated, index = rank. */
+    public static final String ENV_PEERS = "ATTN4J_PEERS";
+    /** The job token: the same secret string for every rank of the job. */
+    public static final String ENV_JOB_TOKEN = "ATTN4J_JOB_TOKEN";
+    /** Optional: the call timeout in milliseconds. */
+    public static final String ENV_TIMEOUT_MS = "ATTN4J_TIMEOUT_MS";
+    /** Optional: the directory of an external media driver; without it each process embeds its own. */
+    public static final String ENV_AERON_DIR = "ATTN4J_AERON_DIR";
+    /** Optional: the address to receive on, e.g. {@code 0.0.0.0} or this host's interface; default loopback. */
+    public static final String ENV_BIND = "ATTN4J_BIND";
+
+    private final int rank;
+    private final List<String> endpoints;
+    private final String bindAddress;
+    private final String jobToken;
+    private final Duration timeout;
+    private final Duration heartbeatInterval;
+    private final int maxChunkBytes;
+    private final int maxMessageBytes;
+    private final int termLength;
+    private final int mtu;
+    private final int socketBufferBytes;
+    private final int receiverWindowBytes;
+    private final String aeronDirectory;
+    private final int streamId;
+    private final Duration idleMaxPark;
+
+    private AeronTransportContext(Builder b, List<String> endpoints, Duration heartbeat, int mtu) {
+        this.rank = b.rank;
+        this.endpoints = List.copyOf(endpoints);
+        this.bindAddress = b.bindAddress;
+        this.jobToken = b.jobToken;
+        this.timeout = b.timeout;
+        this.heartbeatInterval = heartbeat;
+        this.maxChunkBytes = b.maxChunkBytes;
+        this.maxMessageBytes = b.maxMessageBytes;
+        this.termLength = b.termLength;
+        this.mtu = mtu;
+        this.socketBufferBytes = b.socketBufferBytes;
+        this.receiverWindowBytes = b.receiverWindowBytes;
+        this.aeronDirectory = b.aeronDirectory;
+        this.streamId = b.streamId;
+        this.idleMaxPark = b.idleMaxPark;
+    }
+
+    /** A builder with the defaults. */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Reads {@link #ENV_RANK}, {@link #ENV_WORLD_SIZE}, {@link #ENV_PEERS}, {@link #ENV_JOB_TOKEN} and the
+     * optional {@link #ENV_TIMEOUT_MS}, {@link #ENV_AERON_DIR}, {@link #ENV_BIND} from {@code env}
+     * (e.g. {@code System.getenv()}).
+     *
+     * @throws IllegalArgumentException naming the variable that is missing or malformed
+     */
+    public static AeronTransportContext fromEnvironment(Map<String, String> env) {
+        Builder b = builder()
+                .rank(intVariable(env, ENV_RANK))
+                .worldSize(intVariable(env, ENV_WORLD_SIZE))
+                .endpoints(Arrays.asList(required(env, ENV_PEERS).split(",", -1)))
+                .jobToken(required(env, ENV_JOB_TOKEN));
+        String timeoutMs = env.get(ENV_TIMEOUT_MS);
+        if (timeoutMs != null && !timeoutMs.isBlank()) {
+            b.timeout(Duration.ofMillis(intVariable(env, ENV_TIMEOUT_MS)));
+        }
+        String dir = env.get(ENV_AERON_DIR);
+        if (dir != null && !dir.isBlank()) {
+            b.aeronDirectory(dir.trim());
+        }
+        String bind = env.get(ENV_BIND);
+        if (bind != null && !bind.isBlank()) {
+            b.bindAddress(bind.trim());
+        }
+        return b.build();
+    }
+
+    /** This rank. */
+    public int rank() {
+        return rank;
+    }
+
+    /** The number of ranks. */
+    public int worldSize() {
+        return endpoints.size();
+    }
+
+    /** Every rank's {@code host:port}, index = rank. */
+    public List<String> endpoints() {
+        return endpoints;
+    }
+
+    /** The address this rank receives on. */
+    public String bindAddress() {
+        return bindAddress;
+    }
+
+    /** The job token (never logged; {@link #toString} leaves it out). */
+    public String jobToken() {
+        return jobToken;
+    }
+
+    /** How long a call may wait, and how long a peer may stay silent before it counts as failed. */
+    public Duration timeout() {
+        return timeout;
+    }
+
+    /** How often a rank tells its peers it is alive. */
+    public Duration heartbeatInterval() {
+        return heartbeatInterval;
+    }
+
+    /** Payload bytes per chunk of a large array. */
+    public int maxChunkBytes() {
+        return maxChunkBytes;
+    }
+
+    /** The largest array, in bytes, one message may carry (sent or accepted). */
+    public int maxMessageBytes() {
+        return maxMessageBytes;
+    }
+
+    /** Aeron term buffer length of each publication, bytes. */
+    public int termLength() {
+        return termLength;
+    }
+
+    /** Aeron MTU of each publication, bytes. */
+    public int mtu() {
+        return mtu;
+    }
+
+    /** SO_SNDBUF and SO_RCVBUF of the embedded driver, bytes (the kernel may cap them). */
+    public int socketBufferBytes() {
+        return socketBufferBytes;
+    }
+
+    /** The embedded driver's initial receiver window, bytes. */
+    public int receiverWindowBytes() {
+        return receiverWindowBytes;
+    }
+
+    /** The external media driver's directory, or null for an embedded driver. */
+    public String aeronDirectory() {
+        return aeronDirectory;
+    }
+
+    /** Whether this rank starts its own media driver. */
+    public boolean embeddedDriver() {
+        return aeronDirectory == null;
+    }
+
+    /** The Aeron stream id every rank publishes on. */
+    public int streamId() {
+        return streamId;
+    }
+
+    /** The longest park of an idle transport or embedded-driver thread; bounds the latency added after idling. */
+    public Duration idleMaxPark() {
+        return idleMaxPark;
+    }
+
+    /** The host part of {@code rank}'s endpoint (IPv6 in brackets). */
+    public String host(int rank) {
+        String e = endpoints.get(rank);
+        return e.substring(0, e.lastIndexOf(':'));
+    }
+
+    /** The port of {@code rank}'s endpoint. */
+    public int port(int rank) {
+        String e = endpoints.get(rank);
+        return Integer.parseInt(e.substring(e.lastIndexOf(':') + 1));
+    }
+
+    /** Everything but the token. */
+    @Override
+    public String toString() {
+        return "AeronTransportContext{rank=" + rank + ", endpoints=" + endpoints + ", bind=" + bindAddress
+                + ", timeout=" + timeout.toMillis() + " ms, heartbeat=" + heartbeatInterval.toMillis()
+                + " ms, chunk=" + maxChunkBytes + ", term=" + termLength + ", mtu=" + mtu
+                + ", driver=" + (aeronDirectory == null ? "embedded" : aeronDirectory) + "}";
+    }
+
+    private static String required(Map<String, String> env, String name) {
+        String v = env.get(name);
+        if (v == null || v.isBlank()) {
+            throw new IllegalArgumentException("AeronTransportContext: environment variable " + name + " is not set");
+        }
+        return v.trim();
+    }
+
+    private static int intVariable(Map<String, String> env, String name) {
+        String v = required(env, name);
+        try {
+            return Integer.parseInt(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("AeronTransportContext: environment variable " + name + " is '" + v
+                    + "', not an integer", e);
+        }
+    }
+
+    /** Builds an {@link AeronTransportContext}; {@link #build} validates. */
+    public static final class Builder {
+        private int rank = -1;
+        private int worldSize = -1;
+        private List<String> endpoints;
+        private String bindAddress = "127.0.0.1";
+        private String jobToken;
+        private Duration timeout = Duration.ofSeconds(60);
+        private Duration heartbeatInterval;
+        private int maxChunkBytes = 1 << 20;
+        private int maxMessageBytes = Integer.MAX_VALUE;
+        private int termLength = 16 << 20;
+        private int mtu;
+        private int socketBufferBytes = 4 << 20;
+        private int receiverWindowBytes = 4 << 20;
+        private String aeronDirectory;
+        private int streamId = 10_001;
+        private Duration idleMaxPark = Duration.ofMillis(1);
+
+        private Builder() {
+        }
+
+        /** This rank, {@code 0 <= rank < worldSize}. Required. */
+        public Builder rank(int rank) {
+            this.rank = rank;
+            return this;
+        }
+
+        /** The number of ranks; optional, checked against the endpoint count when given. */
+        public Builder worldSize(int worldSize) {
+            this.worldSize = worldSize;
+            return this;
+        }
+
+        /** Every rank's {@code host:port} (IPv6 as {@code [addr]:port}), index = rank. Required. */
+        public Builder endpoints(List<String> endpoints) {
+            this.endpoints = endpoints == null ? null : new ArrayList<>(endpoints);
+            return this;
+        }
+
+        /**
+         * The address to receive on; default {@code 127.0.0.1}. Use {@code 0.0.0.0} or an interface address to
+         * accept peers on other hosts.
+         */
+        public Builder bindAddress(String bindAddress) {
+            this.bindAddress = bindAddress;
+            return this;
+        }
+
+        /** The job token shared by every rank. Required, not blank. */
+        public Builder jobToken(String jobToken) {
+            this.jobToken = jobToken;
+            return this;
+        }
+
+        /** The call timeout; default 60 s. */
+        public Builder timeout(Duration timeout) {
+            this.timeout = timeout;
+            return this;
+        }
+
+        /** The heartbeat interval; default min(1 s, timeout / 4); must be below timeout / 2. */
+        public Builder heartbeatInterval(Duration heartbeatInterval) {
+            this.heartbeatInterval = heartbeatInterval;
+            return this;
+        }
+
+        /** Payload bytes per chunk; default 1 MiB; header plus chunk must fit termLength / 8. */
+        public Builder maxChunkBytes(int maxChunkBytes) {
+            this.maxChunkBytes = maxChunkBytes;
+            return this;
+        }
+
+        /** The largest array per message, bytes; default and maximum {@code Integer.MAX_VALUE}. */
+        public Builder maxMessageBytes(int maxMessageBytes) {
+            this.maxMessageBytes = maxMessageBytes;
+            return this;
+        }
+
+        /** Aeron term length, a power of two from 64 KiB to 1 GiB; default 16 MiB. */
+        public Builder termLength(int termLength) {
+            this.termLength = termLength;
+            return this;
+        }
+
+        /** Aeron MTU, a multiple of 32 from 1408 to 65504; default by endpoint (see the class comment). */
+        public Builder mtu(int mtu) {
+            this.mtu = mtu;
+            return this;
+        }
+
+        /** SO_SNDBUF / SO_RCVBUF for the embedded driver; default 4 MiB. */
+        public Builder socketBufferBytes(int socketBufferBytes) {
+            this.socketBufferBytes = socketBufferBytes;
+            return this;
+        }
+
+        /**
+         * Initial receiver window of the embedded driver; default 4 MiB; at most termLength / 2 and at most the
+         * socket buffer (Aeron also checks it against what the kernel grants, {@code net.core.rmem_max}).
+         */
+        public Builder receiverWindowBytes(int receiverWindowBytes) {
+            this.receiverWindowBytes = receiverWindowBytes;
+            return this;
+        }
+
+        /** An external media driver's directory; default none (embedded driver). */
+        public Builder aeronDirectory(String aeronDirectory) {
+            this.aeronDirectory = aeronDirectory;
+            return this;
+        }
+
+        /** The Aeron stream id; default 10001. */
+        public Builder streamId(int streamId) {
+            this.streamId = streamId;
+            return this;
+        }
+
+        /** The longest idle park of transport and embedded-driver threads; default 1 ms. */
+        public Builder idleMaxPark(Duration idleMaxPark) {
+            this.idleMaxPark = idleMaxPark;
+            return this;
+        }
+
+        /**
+         * Validates and builds.
+         *
+         * @throws IllegalArgumentException naming the setting and its offending value
+         */
+        public AeronTransportContext build() {
+            if (endpoints == null || endpoints.isEmpty()) {
+                throw bad("endpoints are missing; give every rank's host:port, index = rank");
+            }
+            List<String> trimmed = new ArrayList<>();
+            for (String e : endpoints) {
+                trimmed.add(checkEndpoint(e == null ? "" : e.trim()));
+            }
+            if (new HashSet<>(trimmed).size() != trimmed.size()) {
+                throw bad("endpoints " + trimmed + " repeat an endpoint; every rank needs its own host:port");
+            }
+            if (worldSize != -1 && worldSize != trimmed.size()) {
+                throw bad("world size is " + worldSize + " but " + trimmed.size() + " endpoints are given");
+            }
+            if (rank < 0 || rank >= trimmed.size()) {
+                throw bad("rank " + rank + " is outside [0, " + trimmed.size() + ")");
+            }
+            if (bindAddress == null || bindAddress.isBlank()) {
+                throw bad("bind address is empty");
+            }
+            if (jobToken == null || jobToken.isBlank()) {
+                throw bad("job token is empty; every rank of a job needs the same non-empty token");
+            }
+            if (timeout == null || timeout.isNegative() || timeout.isZero()) {
+                throw bad("timeout is " + timeout + "; it must be positive");
+            }
+            Duration heartbeat = heartbeatInterval != null ? heartbeatInterval
+                    : min(Duration.ofSeconds(1), timeout.dividedBy(4));
+            if (heartbeat.isNegative() || heartbeat.isZero() || heartbeat.compareTo(timeout.dividedBy(2)) >= 0) {
+                throw bad("heartbeat interval is " + heartbeat.toMillis() + " ms; it must be positive and below half"
+                        + " the timeout of " + timeout.toMillis() + " ms");
+            }
+            if (Integer.bitCount(termLength) != 1 || termLength < (64 << 10) || termLength > (1 << 30)) {
+                throw bad("term length is " + termLength + "; it must be a power of two from 65536 to 2^30");
+            }
+            int maxMessage = termLength / 8;
+            if (maxChunkBytes < 1 || maxChunkBytes + MessageDescriptor.MAX_HEADER_LENGTH > maxMessage) {
+                throw bad("max chunk bytes is " + maxChunkBytes + "; it must be positive and at most "
+                        + (maxMessage - MessageDescriptor.MAX_HEADER_LENGTH) + " (term length / 8 less the header)");
+            }
+            if (maxMessageBytes < 0) {
+                throw bad("max message bytes is " + maxMessageBytes + "; it must not be negative");
+            }
+            int effectiveMtu = mtu != 0 ? mtu : allLoopback(trimmed) ? 65504 : 1408;
+            if (effectiveMtu % 32 != 0 || effectiveMtu < 1408 || effectiveMtu > 65504) {
+                throw bad("mtu is " + effectiveMtu + "; it must be a multiple of 32 from 1408 to 65504");
+            }
+            if (socketBufferBytes < 0) {
+                throw bad("socket buffer bytes is " + socketBufferBytes + "; it must not be negative (0: OS default)");
+            }
+            if (receiverWindowBytes < effectiveMtu || receiverWindowBytes > termLength / 2) {
+                throw bad("receiver window is " + receiverWindowBytes + " bytes; it must be from the mtu ("
+                        + effectiveMtu + ") to half the term length (" + termLength / 2 + ")");
+            }
+            // Aeron refuses a window above the socket's receive buffer (as the kernel grants it: net.core.rmem_max).
+            if (socketBufferBytes > 0 && receiverWindowBytes > socketBufferBytes) {
+                throw bad("receiver window is " + receiverWindowBytes + " bytes, more than the socket buffer of "
+                        + socketBufferBytes + " bytes");
+            }
+            if (aeronDirectory != null && (aeronDirectory.isBlank() || !new File(aeronDirectory).isDirectory())) {
+                throw bad("Aeron directory '" + aeronDirectory + "' is not a directory; start the media driver"
+                        + " first or leave it unset for an embedded driver");
+            }
+            if (idleMaxPark == null || idleMaxPark.isNegative() || idleMaxPark.isZero()
+                    || idleMaxPark.compareTo(heartbeat) > 0) {
+                throw bad("idle max park is " + idleMaxPark + "; it must be positive and at most the heartbeat");
+            }
+            return new AeronTransportContext(this, trimmed, heartbeat, effectiveMtu);
+        }
+
+        private static String checkEndpoint(String e) {
+            int colon = e.lastIndexOf(':');
+            String host = colon < 0 ? "" : e.substring(0, colon);
+            int port;
+            try {
+                port = Integer.parseInt(e.substring(colon + 1));
+            } catch (NumberFormatException ex) {
+                port = -1;
+            }
+            boolean bareIpv6 = host.contains(":") && !(host.startsWith("[") && host.endsWith("]"));
+            if (host.isEmpty() || bareIpv6 || port < 1 || port > 65535) {
+                throw bad("endpoint '" + e + "' is not host:port (IPv6 as [addr]:port, port 1 to 65535)");
+            }
+            return e;
+        }
+
+        private static boolean allLoopback(List<String> endpoints) {
+            for (String e : endpoints) {
+                String host = e.substring(0, e.lastIndexOf(':'));
+                if (!(host.startsWith("127.") || host.equals("localhost") || host.equals("[::1]"))) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private static Duration min(Duration a, Duration b) {
+            return a.compareTo(b) <= 0 ? a : b;
+        }
+
+        private static IllegalArgumentException bad(String what) {
+            return new IllegalArgumentException("AeronTransportContext: " + what);
+        }
+    }
+}

@@ -1,0 +1,190 @@
+package org.attn4j.distributed.transport;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * The receiving side of one rank, shared by every transport: arrived messages wait for receives and receives wait
+ * for messages, matched first-in first-out per (source, tag). It also owns the deadlines of waiting receives and
+ * fails them when their peer fails or the transport closes.
+ *
+ * <p>Thread-safe. Matching happens under one lock; futures complete outside it, on {@link TransportThreads}'s
+ * completer, except a receive that finds its message already there, which completes before it returns (no
+ * continuation can be attached yet, so nothing runs on the caller's thread by surprise).
+ */
+final class Mailbox {
+
+    /** A receive posted before its message arrived. */
+    private static final class Waiter {
+        final int peer;
+        final int tag;
+        final long startNs = System.nanoTime();
+        final CompletableFuture<INDArray> future = new CompletableFuture<>();
+        ScheduledFuture<?> deadline;
+
+        Waiter(int peer, int tag) {
+            this.peer = peer;
+            this.tag = tag;
+        }
+    }
+
+    private final int rank;
+    private final Duration timeout;
+    private final Executor completer = TransportThreads.completer();
+    /** Per (source, tag): arrived arrays, or the {@link TransportException} of a message that arrived damaged. */
+    private final Map<Long, ArrayDeque<Object>> arrived = new HashMap<>();
+    private final Map<Long, ArrayDeque<Waiter>> waiting = new HashMap<>();
+    private final String[] peerFailure;
+    private String closedReason;
+
+    /**
+     * @param rank      the owning rank, for messages
+     * @param worldSize the number of ranks
+     * @param timeout   how long a receive may wait
+     */
+    Mailbox(int rank, int worldSize, Duration timeout) {
+        this.rank = rank;
+        this.timeout = timeout;
+        this.peerFailure = new String[worldSize];
+    }
+
+    /** The next message from {@code peer} under {@code tag}; see {@link Transport#receive}. */
+    CompletableFuture<INDArray> receive(int peer, int tag) {
+        Waiter w;
+        synchronized (this) {
+            if (closedReason != null) {
+                return CompletableFuture.failedFuture(closed(peer, tag));
+            }
+            ArrayDeque<Object> queue = arrived.get(key(peer, tag));
+            if (queue != null && !queue.isEmpty()) {
+                Object item = queue.poll();
+                return item instanceof INDArray a ? CompletableFuture.completedFuture(a)
+                        : CompletableFuture.failedFuture((Throwable) item);
+            }
+            if (peerFailure[peer] != null) {
+                return CompletableFuture.failedFuture(new PeerFailedException(rank, peer, tag, peerFailure[peer]));
+            }
+            w = new Waiter(peer, tag);
+            waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
+            // Scheduled under the lock so that a delivery cannot complete w before its deadline exists.
+            w.deadline = TransportThreads.timer().schedule(() -> expire(w), timeout.toNanos(), TimeUnit.NANOSECONDS);
+        }
+        return w.future;
+    }
+
+    /** Hands an arrived array to the oldest waiting receive, or keeps it for the next one. */
+    void deliver(int peer, int tag, INDArray array) {
+        offer(peer, tag, array);
+    }
+
+    /** Records that the next message from {@code peer} under {@code tag} arrived damaged. */
+    void deliverFailure(int peer, int tag, TransportException failure) {
+        offer(peer, tag, failure);
+    }
+
+    private void offer(int peer, int tag, Object item) {
+        Waiter w;
+        synchronized (this) {
+            if (closedReason != null) {
+                return;
+            }
+            ArrayDeque<Waiter> queue = waiting.get(key(peer, tag));
+            w = queue == null ? null : queue.poll();
+            if (w == null) {
+                arrived.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(item);
+                return;
+            }
+            w.deadline.cancel(false);
+        }
+        Waiter matched = w;
+        if (item instanceof INDArray a) {
+            completer.execute(() -> matched.future.complete(a));
+        } else {
+            completer.execute(() -> matched.future.completeExceptionally((Throwable) item));
+        }
+    }
+
+    /**
+     * Marks {@code peer} failed: its waiting receives fail now, later receives fail at once unless a message from
+     * it is already here. The first reason sticks.
+     *
+     * @return whether this call marked it (false if it was already failed or the mailbox is closed)
+     */
+    boolean failPeer(int peer, String reason) {
+        List<Waiter> failed = new ArrayList<>();
+        synchronized (this) {
+            if (closedReason != null || peerFailure[peer] != null) {
+                return false;
+            }
+            peerFailure[peer] = reason;
+            for (Iterator<ArrayDeque<Waiter>> it = waiting.values().iterator(); it.hasNext(); ) {
+                ArrayDeque<Waiter> queue = it.next();
+                if (!queue.isEmpty() && queue.peek().peer == peer) {
+                    failed.addAll(queue);
+                    it.remove();
+                }
+            }
+        }
+        for (Waiter w : failed) {
+            w.deadline.cancel(false);
+            completer.execute(() -> w.future.completeExceptionally(new PeerFailedException(rank, peer, w.tag,
+                    reason)));
+        }
+        return true;
+    }
+
+    /** Why {@code peer} failed, or null while it is alive. */
+    synchronized String peerFailure(int peer) {
+        return peerFailure[peer];
+    }
+
+    /** Fails every waiting receive with {@link TransportClosedException}; later receives fail at once. */
+    void close(String reason) {
+        List<Waiter> failed = new ArrayList<>();
+        synchronized (this) {
+            if (closedReason != null) {
+                return;
+            }
+            closedReason = reason;
+            waiting.values().forEach(failed::addAll);
+            waiting.clear();
+            arrived.clear();
+        }
+        for (Waiter w : failed) {
+            w.deadline.cancel(false);
+            completer.execute(() -> w.future.completeExceptionally(closed(w.peer, w.tag)));
+        }
+    }
+
+    private void expire(Waiter w) {
+        synchronized (this) {
+            ArrayDeque<Waiter> queue = waiting.get(key(w.peer, w.tag));
+            if (queue == null || !queue.remove(w)) {
+                return;
+            }
+        }
+        Duration waited = Duration.ofNanos(System.nanoTime() - w.startNs);
+        completer.execute(() -> w.future.completeExceptionally(new PeerTimeoutException(rank, w.peer, w.tag, waited,
+                "receive")));
+    }
+
+    private TransportClosedException closed(int peer, int tag) {
+        return new TransportClosedException("rank " + rank + ": receive from rank " + peer + " with tag " + tag
+                + " failed: transport " + closedReason);
+    }
+
+    private static long key(int peer, int tag) {
+        return ((long) peer << 32) | (tag & 0xFFFF_FFFFL);
+    }
+}

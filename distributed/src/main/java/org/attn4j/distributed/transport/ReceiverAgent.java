@@ -1,0 +1,420 @@
+package org.attn4j.distributed.transport;
+
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32C;
+
+import io.aeron.Subscription;
+import io.aeron.logbuffer.FragmentHandler;
+import io.aeron.logbuffer.FrameDescriptor;
+import io.aeron.logbuffer.Header;
+import org.agrona.DirectBuffer;
+import org.agrona.collections.Int2ObjectHashMap;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The duty cycle of an {@link AeronTransport}'s receiver thread: polls the subscription, admits a connection
+ * (an Aeron image, one per sending peer) only after a valid HELLO, copies DATA chunks straight from the term
+ * buffer into a freshly allocated array, checks every chunk's CRC32C, and hands complete arrays to the mailbox.
+ * It also declares peers failed when they stay silent for the timeout.
+ *
+ * <p>Fragments are handled one by one instead of through Aeron's {@code FragmentAssembler}: the assembler
+ * would copy every chunk into its own buffer first, and this class copies it once, into ND4J's memory. An image
+ * carries one peer's messages in order, so one chunk per image is in progress at a time.
+ */
+final class ReceiverAgent implements Agent, FragmentHandler {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ReceiverAgent.class);
+    private static final int FRAGMENT_LIMIT = 64;
+
+    /** What is known about one image (one sender's connection), and the message it is in the middle of. */
+    private static final class Session {
+        final int sessionId;
+        int peer = -1;
+        /** Skip fragments up to the end of the current Aeron message. */
+        boolean discarding;
+        boolean droppedBefore;
+        long expectedSequence;
+        /** A message whose array could not be allocated: its remaining chunks are skipped quietly. */
+        long skippedSequence = -1;
+        // The message being assembled.
+        INDArray array;
+        ByteBuffer bytes;
+        int tag;
+        long sequence;
+        int chunkCount;
+        int nextChunk;
+        String damage;
+        // The chunk being assembled.
+        boolean inChunk;
+        int chunkIndex;
+        int chunkLength;
+        int chunkWritten;
+        int chunkOffset;
+        int expectedCrc;
+        final CRC32C crc = new CRC32C();
+
+        Session(int sessionId) {
+            this.sessionId = sessionId;
+        }
+    }
+
+    private final AeronTransport transport;
+    private final AeronTransportContext context;
+    private final JobToken token;
+    private final Subscription subscription;
+    private final Mailbox mailbox;
+    private final int rank;
+    private final long timeoutNs;
+    private final long livenessCheckNs;
+    private final Int2ObjectHashMap<Session> sessions = new Int2ObjectHashMap<>();
+    /** Session id to peer rank, read by the image-unavailable handler on Aeron's conductor thread. */
+    private final Map<Integer, Integer> sessionPeers = new ConcurrentHashMap<>();
+    private final long[] lastHeardNs;
+    private final boolean[] helloReceived;
+    private final byte[] scratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH
+            + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
+    private final UnsafeBuffer header = new UnsafeBuffer(scratch);
+    private final CRC32C controlCrc = new CRC32C();
+    private final AtomicLong dropped = new AtomicLong();
+    private final AtomicLong corrupt = new AtomicLong();
+    private volatile long stallUntilNs;
+    private long nextLivenessCheckNs;
+
+    ReceiverAgent(AeronTransport transport, AeronTransportContext context, JobToken token, Subscription subscription,
+                  Mailbox mailbox) {
+        this.transport = transport;
+        this.context = context;
+        this.token = token;
+        this.subscription = subscription;
+        this.mailbox = mailbox;
+        this.rank = context.rank();
+        this.timeoutNs = context.timeout().toNanos();
+        this.livenessCheckNs = context.heartbeatInterval().toNanos() / 2;
+        this.lastHeardNs = new long[context.worldSize()];
+        this.helloReceived = new boolean[context.worldSize()];
+    }
+
+    @Override
+    public String roleName() {
+        return "attn4j-receiver-rank" + rank;
+    }
+
+    /** Messages dropped because they came from another job, an unknown rank, or a connection without HELLO. */
+    long droppedMessages() {
+        return dropped.get();
+    }
+
+    /** DATA messages that arrived damaged (checksum or chunk mismatch) and were not delivered. */
+    long corruptMessages() {
+        return corrupt.get();
+    }
+
+    /** The peer that sent a valid HELLO on {@code sessionId}, or null. */
+    Integer peerOfSession(int sessionId) {
+        return sessionPeers.get(sessionId);
+    }
+
+    /** Stops polling until {@code untilNs} (test hook for a slow receiver). */
+    void stallUntil(long untilNs) {
+        stallUntilNs = untilNs;
+    }
+
+    @Override
+    public int doWork() {
+        long now = System.nanoTime();
+        if (now - stallUntilNs < 0) {
+            return 0;
+        }
+        int work = subscription.poll(this, FRAGMENT_LIMIT);
+        if (now - nextLivenessCheckNs >= 0) {
+            nextLivenessCheckNs = now + livenessCheckNs;
+            checkLiveness(System.nanoTime());
+        }
+        return work;
+    }
+
+    @Override
+    public void onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
+        Session s = sessions.get(aeronHeader.sessionId());
+        if (s == null) {
+            s = new Session(aeronHeader.sessionId());
+            sessions.put(s.sessionId, s);
+        }
+        byte flags = aeronHeader.flags();
+        boolean begin = (flags & FrameDescriptor.BEGIN_FRAG_FLAG) != 0;
+        boolean end = (flags & FrameDescriptor.END_FRAG_FLAG) != 0;
+        if (begin) {
+            s.discarding = false;
+            s.inChunk = false;
+            onMessageStart(s, buffer, offset, length, end);
+        } else if (!s.discarding) {
+            if (s.inChunk) {
+                copy(s, buffer, offset, length);
+            } else {
+                drop(s, "continuation without a start");
+            }
+        }
+        if (end) {
+            if (!s.discarding && s.inChunk) {
+                onChunkEnd(s);
+            }
+            s.discarding = false;
+        }
+    }
+
+    private void onMessageStart(Session s, DirectBuffer buffer, int offset, int length, boolean end) {
+        if (length < MessageDescriptor.FIXED_HEADER_LENGTH) {
+            drop(s, "message of " + length + " bytes is shorter than a header");
+            return;
+        }
+        int arrayRank = MessageDescriptor.arrayRank(buffer, offset);
+        int headerLength = MessageDescriptor.headerLength(arrayRank);
+        if (arrayRank > MessageDescriptor.MAX_ARRAY_RANK || length < headerLength) {
+            drop(s, "malformed header");
+            return;
+        }
+        buffer.getBytes(offset, scratch, 0, headerLength);
+        if (MessageDescriptor.jobId(header) != token.jobId()) {
+            drop(s, String.format("job id %016x is not this job's (%s)", MessageDescriptor.jobId(header), token));
+            return;
+        }
+        if (MessageDescriptor.version(header) != MessageDescriptor.VERSION) {
+            drop(s, "wire version " + MessageDescriptor.version(header) + ", expected " + MessageDescriptor.VERSION);
+            return;
+        }
+        byte type = MessageDescriptor.type(header);
+        if (type == MessageDescriptor.HELLO) {
+            onHello(s, buffer, offset, length, end, headerLength);
+            return;
+        }
+        int source = MessageDescriptor.sourceRank(header);
+        if (s.peer < 0 || source != s.peer) {
+            drop(s, s.peer < 0 ? "no HELLO on this connection" : "claims rank " + source + " on rank " + s.peer
+                    + "'s connection");
+            return;
+        }
+        lastHeardNs[s.peer] = System.nanoTime();
+        if (type == MessageDescriptor.DATA) {
+            onDataStart(s, buffer, offset, length, headerLength, arrayRank);
+        } else if (type == MessageDescriptor.HEARTBEAT || type == MessageDescriptor.GOODBYE) {
+            if (!end || length != headerLength || !controlChecksumMatches(headerLength, 0)) {
+                countCorrupt(s, "damaged control message");
+                s.discarding = true;
+            } else if (type == MessageDescriptor.GOODBYE) {
+                transport.peerLeft(s.peer);
+            }
+        } else {
+            drop(s, "unknown message type " + type);
+        }
+    }
+
+    private void onHello(Session s, DirectBuffer buffer, int offset, int length, boolean end, int headerLength) {
+        int source = MessageDescriptor.sourceRank(header);
+        if (!end || length != headerLength + MessageDescriptor.HELLO_PAYLOAD_LENGTH) {
+            drop(s, "malformed HELLO");
+            return;
+        }
+        buffer.getBytes(offset + headerLength, scratch, headerLength, MessageDescriptor.HELLO_PAYLOAD_LENGTH);
+        if (!controlChecksumMatches(headerLength, MessageDescriptor.HELLO_PAYLOAD_LENGTH)) {
+            drop(s, "HELLO with a bad checksum");
+            return;
+        }
+        byte[] digest = Arrays.copyOfRange(scratch, headerLength, headerLength + JobToken.DIGEST_LENGTH);
+        int worldSize = MessageDescriptor.helloWorldSize(header, headerLength);
+        if (!token.matches(digest)) {
+            drop(s, "HELLO without this job's token");
+        } else if (worldSize != context.worldSize() || source < 0 || source >= context.worldSize()
+                || source == rank) {
+            drop(s, "HELLO from rank " + source + " of a world of " + worldSize + "; this is rank " + rank
+                    + " of " + context.worldSize());
+        } else if (s.peer == source) {
+            lastHeardNs[source] = System.nanoTime();
+        } else if (s.peer >= 0 || helloReceived[source]) {
+            drop(s, "HELLO from rank " + source + ", which is already connected");
+        } else {
+            s.peer = source;
+            sessionPeers.put(s.sessionId, source);
+            helloReceived[source] = true;
+            lastHeardNs[source] = System.nanoTime();
+            LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
+        }
+    }
+
+    private boolean controlChecksumMatches(int headerLength, int payloadLength) {
+        MessageDescriptor.checksumHeader(controlCrc, scratch, 0);
+        controlCrc.update(scratch, headerLength, payloadLength);
+        return (int) controlCrc.getValue() == MessageDescriptor.checksum(header);
+    }
+
+    private void onDataStart(Session s, DirectBuffer buffer, int offset, int length, int headerLength,
+                             int arrayRank) {
+        int tag = MessageDescriptor.tag(header);
+        int chunkIndex = MessageDescriptor.chunkIndex(header);
+        int chunkCount = MessageDescriptor.chunkCount(header);
+        int chunkLength = MessageDescriptor.chunkLength(header);
+        long sequence = MessageDescriptor.sequence(header);
+        long payloadLength = MessageDescriptor.payloadLength(header);
+        long chunkOffset = MessageDescriptor.chunkOffset(header);
+        DataType dtype = MessageDescriptor.dataType(MessageDescriptor.dtype(header));
+        long[] shape = MessageDescriptor.shape(header, arrayRank);
+        String invalid = validate(tag, dtype, shape, payloadLength, chunkIndex, chunkCount, chunkOffset, chunkLength,
+                length - headerLength);
+        if (invalid != null) {
+            // Without a trustworthy header the message cannot be matched to a receive; the receive times out.
+            countCorrupt(s, "invalid DATA header: " + invalid);
+            s.discarding = true;
+            return;
+        }
+        if (chunkIndex == 0) {
+            if (s.array != null) {
+                s.damage = "it ended after chunk " + s.nextChunk + " of " + s.chunkCount;
+                finishMessage(s);
+            }
+            if (sequence != s.expectedSequence) {
+                LOG.warn("rank {}: message {} from rank {} arrived where {} was expected", rank, sequence, s.peer,
+                        s.expectedSequence);
+            }
+            s.expectedSequence = sequence + 1;
+            try {
+                s.array = Nd4j.createUninitialized(dtype, shape, 'c');
+                s.bytes = ArrayBytes.bytes(s.array);
+            } catch (RuntimeException | OutOfMemoryError e) {
+                // The receive fails instead of waiting for the timeout; the rest of the message is skipped.
+                s.array = null;
+                s.discarding = true;
+                s.skippedSequence = sequence;
+                countCorrupt(s, "no memory for message " + sequence + " (" + payloadLength + " bytes): " + e);
+                mailbox.deliverFailure(s.peer, tag, new TransportException("rank " + rank + ": could not allocate "
+                        + payloadLength + " bytes for a message from rank " + s.peer + " with tag " + tag, e));
+                return;
+            }
+            s.tag = tag;
+            s.sequence = sequence;
+            s.chunkCount = chunkCount;
+            s.nextChunk = 0;
+            s.damage = null;
+        } else if (s.array == null || sequence != s.sequence || tag != s.tag) {
+            if (sequence != s.skippedSequence) {
+                countCorrupt(s, "chunk " + chunkIndex + " of message " + sequence + " without its start");
+            }
+            s.discarding = true;
+            return;
+        }
+        if (chunkIndex != s.nextChunk && s.damage == null) {
+            s.damage = "chunk " + chunkIndex + " arrived where chunk " + s.nextChunk + " was expected";
+        }
+        s.inChunk = true;
+        s.chunkIndex = chunkIndex;
+        s.chunkLength = chunkLength;
+        s.chunkWritten = 0;
+        s.chunkOffset = (int) chunkOffset;
+        s.expectedCrc = MessageDescriptor.checksum(header);
+        MessageDescriptor.checksumHeader(s.crc, scratch, arrayRank);
+        copy(s, buffer, offset + headerLength, length - headerLength);
+    }
+
+    private String validate(int tag, DataType dtype, long[] shape, long payloadLength, int chunkIndex,
+                            int chunkCount, long chunkOffset, int chunkLength, int bytesHere) {
+        if (tag < 0 || dtype == null) {
+            return tag < 0 ? "negative tag " + tag : "unknown dtype";
+        }
+        long elements = 1;
+        for (long d : shape) {
+            if (d < 0 || d > Integer.MAX_VALUE) {
+                return "dimension " + d;
+            }
+            elements *= d;
+            if (elements > Integer.MAX_VALUE) {
+                return "more than 2^31 elements";
+            }
+        }
+        if (elements * dtype.width() != payloadLength || payloadLength > context.maxMessageBytes()) {
+            return "payload length " + payloadLength + " for shape " + Arrays.toString(shape) + " of " + dtype;
+        }
+        if (chunkCount < 1 || chunkIndex < 0 || chunkIndex >= chunkCount || chunkLength < 0 || chunkOffset < 0
+                || chunkOffset + chunkLength > payloadLength || bytesHere > chunkLength) {
+            return "chunk " + chunkIndex + " of " + chunkCount + " at " + chunkOffset + " (" + chunkLength
+                    + " bytes) in " + payloadLength + " bytes";
+        }
+        return null;
+    }
+
+    /** Copies a fragment's bytes into the array and feeds the checksum while they are in cache. */
+    private void copy(Session s, DirectBuffer buffer, int offset, int length) {
+        if (length == 0) {
+            return;
+        }
+        if (s.chunkWritten + length > s.chunkLength) {
+            if (s.damage == null) {
+                s.damage = "chunk " + s.chunkIndex + " is longer than its " + s.chunkLength + " bytes";
+            }
+            return;
+        }
+        int at = s.chunkOffset + s.chunkWritten;
+        buffer.getBytes(offset, s.bytes, at, length);
+        s.crc.update(s.bytes.slice(at, length));
+        s.chunkWritten += length;
+    }
+
+    private void onChunkEnd(Session s) {
+        s.inChunk = false;
+        if (s.damage == null && s.chunkWritten != s.chunkLength) {
+            s.damage = "chunk " + s.chunkIndex + " has " + s.chunkWritten + " of its " + s.chunkLength + " bytes";
+        }
+        if (s.damage == null && (int) s.crc.getValue() != s.expectedCrc) {
+            s.damage = "checksum mismatch in chunk " + s.chunkIndex + " of " + s.chunkCount;
+        }
+        s.nextChunk = s.chunkIndex + 1;
+        if (s.chunkIndex == s.chunkCount - 1) {
+            finishMessage(s);
+        }
+    }
+
+    private void finishMessage(Session s) {
+        if (s.damage == null) {
+            mailbox.deliver(s.peer, s.tag, s.array);
+        } else {
+            countCorrupt(s, "message " + s.sequence + " with tag " + s.tag + ": " + s.damage);
+            mailbox.deliverFailure(s.peer, s.tag, new CorruptMessageException(rank, s.peer, s.tag,
+                    s.damage + " (message " + s.sequence + ")"));
+        }
+        s.array = null;
+        s.bytes = null;
+    }
+
+    private void checkLiveness(long now) {
+        for (int p = 0; p < lastHeardNs.length; p++) {
+            if (helloReceived[p] && now - lastHeardNs[p] > timeoutNs && transport.peerFailure(p) == null) {
+                transport.failPeer(p, "silent for " + (now - lastHeardNs[p]) / 1_000_000 + " ms (no heartbeat)");
+            }
+        }
+    }
+
+    private void drop(Session s, String why) {
+        dropped.incrementAndGet();
+        s.discarding = true;
+        // Once per connection at warn: a foreign sender could otherwise flood the log.
+        if (!s.droppedBefore) {
+            s.droppedBefore = true;
+            LOG.warn("rank {}: dropped a message on connection {}: {} (further drops on it are counted only)",
+                    rank, s.sessionId, why);
+        } else {
+            LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
+        }
+    }
+
+    private void countCorrupt(Session s, String why) {
+        corrupt.incrementAndGet();
+        LOG.warn("rank {}: damaged message from rank {}: {}", rank, s.peer, why);
+    }
+}

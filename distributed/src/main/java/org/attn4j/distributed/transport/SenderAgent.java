@@ -1,0 +1,446 @@
+package org.attn4j.distributed.transport;
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Queue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.zip.CRC32C;
+
+import io.aeron.ExclusivePublication;
+import io.aeron.Publication;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.IdleStrategy;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * The duty cycle of an {@link AeronTransport}'s sender thread: it alone offers to the publications, so that
+ * {@code send} never blocks. Per peer it waits for the connection, sends the HELLO, then the queued arrays chunk
+ * by chunk (a few chunks per peer per cycle, so one slow peer does not hold up the others), and a heartbeat
+ * whenever the link has been quiet for a heartbeat interval.
+ *
+ * <p>Aeron's offer results: BACK_PRESSURED, ADMIN_ACTION and NOT_CONNECTED are retried through the runner's idle
+ * strategy while the link makes progress; a link with queued data and no progress for the timeout fails its
+ * peer. CLOSED and MAX_POSITION_EXCEEDED fail the link at once with a typed exception.
+ */
+final class SenderAgent implements Agent {
+
+    /** Chunks offered per peer per duty cycle before the next peer's turn. */
+    private static final int CHUNK_BUDGET = 4;
+
+    /** One array to send, and how far it got. */
+    static final class Outgoing {
+        final int peer;
+        final int tag;
+        /** Held so that ND4J does not free the memory {@link #bytes} points into before it is sent. */
+        final INDArray array;
+        final ByteBuffer bytes;
+        final byte dtype;
+        final long[] shape;
+        final CompletableFuture<Void> future = new CompletableFuture<>();
+        long sequence = -1;
+        int chunkCount;
+        int nextChunk;
+        int headerLength;
+        int chunkLength;
+        boolean chunkReady;
+
+        Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape) {
+            this.peer = peer;
+            this.tag = tag;
+            this.array = array;
+            this.bytes = bytes;
+            this.dtype = dtype;
+            this.shape = shape;
+        }
+    }
+
+    /** The sender-side state of the link to one peer; touched by the sender thread only. */
+    private final class PeerLink {
+        final int peer;
+        final ExclusivePublication publication;
+        final ArrayDeque<Outgoing> queue = new ArrayDeque<>();
+        final UnsafeBuffer header = new UnsafeBuffer(new byte[MessageDescriptor.MAX_HEADER_LENGTH]);
+        final UnsafeBuffer control = new UnsafeBuffer(new byte[MessageDescriptor.FIXED_HEADER_LENGTH
+                + MessageDescriptor.HELLO_PAYLOAD_LENGTH]);
+        final UnsafeBuffer payload = new UnsafeBuffer(new byte[0]);
+        final int chunkBytes;
+        boolean helloSent;
+        boolean goodbyeSent;
+        long goodbyePosition;
+        long lastSentNs;
+        /** When the head of the queue last moved (or arrived at an idle link). */
+        long waitingSinceNs;
+        long nextSequence;
+        volatile boolean corruptNextChunk;
+
+        PeerLink(int peer, ExclusivePublication publication) {
+            this.peer = peer;
+            this.publication = publication;
+            this.chunkBytes = Math.min(context.maxChunkBytes(),
+                    publication.maxMessageLength() - MessageDescriptor.MAX_HEADER_LENGTH);
+        }
+    }
+
+    private final AeronTransport transport;
+    private final AeronTransportContext context;
+    private final long jobId;
+    private final byte[] helloDigest;
+    private final long timeoutNs;
+    private final long heartbeatNs;
+    private final PeerLink[] links;
+    private final Queue<Outgoing> inbox = new ConcurrentLinkedQueue<>();
+    private final CRC32C crc = new CRC32C();
+    private final byte[] crcScratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH
+            + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
+    private final CountDownLatch goodbyeDone = new CountDownLatch(1);
+    private final AtomicLong refusedOffers = new AtomicLong();
+    private volatile boolean goodbyeRequested;
+    private long goodbyeDeadlineNs;
+    private int cursor;
+
+    /**
+     * @param publications one per rank, null at this rank's index
+     */
+    SenderAgent(AeronTransport transport, AeronTransportContext context, JobToken token,
+                ExclusivePublication[] publications) {
+        this.transport = transport;
+        this.context = context;
+        this.jobId = token.jobId();
+        this.helloDigest = token.helloDigest();
+        this.timeoutNs = context.timeout().toNanos();
+        this.heartbeatNs = context.heartbeatInterval().toNanos();
+        this.links = new PeerLink[publications.length];
+        for (int p = 0; p < publications.length; p++) {
+            links[p] = publications[p] == null ? null : new PeerLink(p, publications[p]);
+        }
+    }
+
+    /**
+     * The sender thread's idle strategy: backs off ({@link AdaptiveIdleStrategy}) while a link waits for the
+     * network, and sleeps for half a heartbeat interval when there is nothing to do at all; {@code send}, a peer
+     * failure and {@code close} wake it.
+     */
+    IdleStrategy idleStrategy(long maxParkNs) {
+        AdaptiveIdleStrategy backoff = AdaptiveIdleStrategy.withLongPark(maxParkNs);
+        return new IdleStrategy() {
+            @Override
+            public void idle(int workCount) {
+                if (workCount > 0) {
+                    backoff.idle(workCount);
+                } else if (quiescent()) {
+                    LockSupport.parkNanos(heartbeatNs / 2);
+                } else {
+                    backoff.idle();
+                }
+            }
+
+            @Override
+            public void idle() {
+                backoff.idle();
+            }
+
+            @Override
+            public void reset() {
+                backoff.reset();
+            }
+        };
+    }
+
+    /** Nothing queued, every link connected (or failed): only heartbeats are due. Sender thread only. */
+    private boolean quiescent() {
+        if (goodbyeRequested || !inbox.isEmpty()) {
+            return false;
+        }
+        for (PeerLink link : links) {
+            if (link == null) {
+                continue;
+            }
+            boolean connecting = !link.helloSent && transport.peerFailure(link.peer) == null;
+            if (!link.queue.isEmpty() || connecting) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    @Override
+    public String roleName() {
+        return "attn4j-sender-rank" + context.rank();
+    }
+
+    /** Queues a send; any thread. The caller wakes the sender thread. */
+    void enqueue(Outgoing m) {
+        inbox.add(m);
+    }
+
+    /** Fails queued sends that the sender thread will no longer see (it has stopped); any thread. */
+    void failUnsent(String reason) {
+        Outgoing m;
+        while ((m = inbox.poll()) != null) {
+            fail(m, closed(m, reason));
+        }
+    }
+
+    /** DATA offers refused with a retryable result (back pressure, admin action, not connected). */
+    long refusedOffers() {
+        return refusedOffers.get();
+    }
+
+    /** Makes the next DATA chunk to {@code peer} carry a wrong checksum (test hook). */
+    void corruptNextChunk(int peer) {
+        links[peer].corruptNextChunk = true;
+    }
+
+    /**
+     * Asks the sender thread to fail what is queued, tell every connected peer goodbye, and wait until the
+     * goodbyes have left (the driver's sender position passed them); waits at most {@code wait}.
+     */
+    void goodbye(Thread senderThread, Duration wait) throws InterruptedException {
+        goodbyeRequested = true;
+        LockSupport.unpark(senderThread);
+        goodbyeDone.await(wait.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public int doWork() {
+        long now = System.nanoTime();
+        if (goodbyeRequested) {
+            return sayGoodbye(now);
+        }
+        int work = drainInbox(now);
+        for (int i = 0; i < links.length; i++) {
+            PeerLink link = links[(cursor + i) % links.length];
+            if (link != null) {
+                work += service(link, now);
+            }
+        }
+        cursor = (cursor + 1) % links.length;
+        return work;
+    }
+
+    @Override
+    public void onClose() {
+        failUnsent("closed");
+        for (PeerLink link : links) {
+            if (link != null) {
+                failQueue(link, m -> closed(m, "closed"));
+            }
+        }
+        goodbyeDone.countDown();
+    }
+
+    private int drainInbox(long now) {
+        int work = 0;
+        Outgoing m;
+        while ((m = inbox.poll()) != null) {
+            PeerLink link = links[m.peer];
+            if (link.queue.isEmpty()) {
+                link.waitingSinceNs = now;
+            }
+            m.sequence = link.nextSequence++;
+            m.chunkCount = Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
+            link.queue.add(m);
+            work++;
+        }
+        return work;
+    }
+
+    private int service(PeerLink link, long now) {
+        String failure = transport.peerFailure(link.peer);
+        if (failure != null) {
+            failQueue(link, m -> new PeerFailedException(context.rank(), link.peer, m.tag, failure));
+            return 0;
+        }
+        int work = 0;
+        if (!link.helloSent) {
+            if (link.publication.isConnected()) {
+                long result = offerControl(link, MessageDescriptor.HELLO);
+                if (result > 0) {
+                    link.helloSent = true;
+                    link.lastSentNs = now;
+                    link.waitingSinceNs = now;
+                    work++;
+                } else if (!retryable(result)) {
+                    failLink(link, result, -1);
+                    return work;
+                }
+            }
+            if (!link.helloSent) {
+                checkStall(link, now);
+                return work;
+            }
+        }
+        for (int i = 0; i < CHUNK_BUDGET && !link.queue.isEmpty(); i++) {
+            Outgoing m = link.queue.peek();
+            long result = offerChunk(link, m);
+            if (result > 0) {
+                link.lastSentNs = now;
+                link.waitingSinceNs = now;
+                work++;
+                if (++m.nextChunk == m.chunkCount) {
+                    link.queue.poll();
+                    TransportThreads.completer().execute(() -> m.future.complete(null));
+                }
+            } else if (retryable(result)) {
+                refusedOffers.incrementAndGet();
+                break;
+            } else {
+                failLink(link, result, m.tag);
+                return work;
+            }
+        }
+        checkStall(link, now);
+        if (link.helloSent && now - link.lastSentNs >= heartbeatNs) {
+            // A refused heartbeat is simply tried again next cycle: a stalled link is caught by the queued data or
+            // by the peer's silence check.
+            if (offerControl(link, MessageDescriptor.HEARTBEAT) > 0) {
+                link.lastSentNs = now;
+                work++;
+            }
+        }
+        return work;
+    }
+
+    /** Offers the current chunk of {@code m}; the header is built once per chunk and reused on retries. */
+    private long offerChunk(PeerLink link, Outgoing m) {
+        if (!m.chunkReady) {
+            long total = m.bytes.remaining();
+            long offset = (long) m.nextChunk * link.chunkBytes;
+            m.chunkLength = (int) Math.min(link.chunkBytes, total - offset);
+            m.headerLength = MessageDescriptor.writeHeader(link.header, jobId, MessageDescriptor.DATA,
+                    context.rank(), m.tag, m.dtype, m.shape, m.sequence, m.nextChunk, m.chunkCount, total, offset,
+                    m.chunkLength);
+            ByteBuffer chunk = m.bytes.slice((int) offset, m.chunkLength);
+            if (m.chunkLength > 0) {
+                link.payload.wrap(chunk, 0, m.chunkLength);
+            } else {
+                link.payload.wrap(new byte[0]);
+            }
+            MessageDescriptor.checksumHeader(crc, link.header.byteArray(), m.shape.length);
+            crc.update(chunk);
+            int checksum = (int) crc.getValue();
+            if (link.corruptNextChunk) {
+                link.corruptNextChunk = false;
+                checksum ^= 0x5A5A5A5A;
+            }
+            MessageDescriptor.putChecksum(link.header, checksum);
+            m.chunkReady = true;
+        }
+        long result = link.publication.offer(link.header, 0, m.headerLength, link.payload, 0, m.chunkLength);
+        if (result > 0) {
+            m.chunkReady = false;
+        }
+        return result;
+    }
+
+    /** Offers a HELLO, HEARTBEAT or GOODBYE. */
+    private long offerControl(PeerLink link, byte type) {
+        boolean hello = type == MessageDescriptor.HELLO;
+        int payloadLength = hello ? MessageDescriptor.HELLO_PAYLOAD_LENGTH : 0;
+        int headerLength = MessageDescriptor.writeHeader(link.control, jobId, type, context.rank(), 0, (byte) 0,
+                new long[0], 0, 0, 1, payloadLength, 0, payloadLength);
+        if (hello) {
+            MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize());
+        }
+        link.control.getBytes(0, crcScratch, 0, headerLength + payloadLength);
+        MessageDescriptor.checksumHeader(crc, crcScratch, 0);
+        crc.update(crcScratch, headerLength, payloadLength);
+        MessageDescriptor.putChecksum(link.control, (int) crc.getValue());
+        return link.publication.offer(link.control, 0, headerLength + payloadLength);
+    }
+
+    /** Fails the link's peer when its queued data has made no progress for the timeout. */
+    private void checkStall(PeerLink link, long now) {
+        if (link.queue.isEmpty() || now - link.waitingSinceNs <= timeoutNs) {
+            return;
+        }
+        Outgoing head = link.queue.poll();
+        Duration waited = Duration.ofNanos(now - link.waitingSinceNs);
+        String why = !link.publication.isConnected() ? "peer not connected" : "back pressure";
+        fail(head, new PeerTimeoutException(context.rank(), link.peer, head.tag, waited, "send (" + why + ")"));
+        transport.failPeer(link.peer, "no send progress for " + waited.toMillis() + " ms (" + why + ")");
+    }
+
+    private void failLink(PeerLink link, long result, int tag) {
+        String where = "rank " + context.rank() + ": send to rank " + link.peer + (tag >= 0 ? " with tag " + tag : "");
+        TransportException e;
+        if (result == Publication.CLOSED) {
+            e = new TransportClosedException(where + " failed: the publication is closed");
+        } else if (result == Publication.MAX_POSITION_EXCEEDED) {
+            e = new MaxPositionExceededException(where + " failed: the publication reached its maximum position");
+        } else {
+            e = new TransportException(where + " failed: unexpected Aeron offer result " + result);
+        }
+        Outgoing head = link.queue.poll();
+        if (head != null) {
+            fail(head, e);
+        }
+        transport.failPeer(link.peer, e.getMessage());
+    }
+
+    private int sayGoodbye(long now) {
+        if (goodbyeDeadlineNs == 0) {
+            goodbyeDeadlineNs = now + Math.min(timeoutNs, Duration.ofSeconds(1).toNanos());
+            failUnsent("closed");
+            for (PeerLink link : links) {
+                if (link != null) {
+                    failQueue(link, m -> closed(m, "closed"));
+                }
+            }
+        }
+        boolean pending = false;
+        for (PeerLink link : links) {
+            if (link == null || !link.helloSent || transport.peerFailure(link.peer) != null) {
+                continue;
+            }
+            if (!link.goodbyeSent) {
+                long result = offerControl(link, MessageDescriptor.GOODBYE);
+                if (result > 0) {
+                    link.goodbyeSent = true;
+                    link.goodbyePosition = result;
+                } else {
+                    pending |= retryable(result);
+                }
+            }
+            if (link.goodbyeSent && transport.senderPosition(link.publication) < link.goodbyePosition) {
+                pending = true;
+            }
+        }
+        if (!pending || now - goodbyeDeadlineNs > 0) {
+            goodbyeDone.countDown();
+        }
+        return 0;
+    }
+
+    private interface FailureFactory {
+        TransportException failure(Outgoing m);
+    }
+
+    private void failQueue(PeerLink link, FailureFactory factory) {
+        Outgoing m;
+        while ((m = link.queue.poll()) != null) {
+            fail(m, factory.failure(m));
+        }
+    }
+
+    private static void fail(Outgoing m, TransportException e) {
+        TransportThreads.completer().execute(() -> m.future.completeExceptionally(e));
+    }
+
+    private TransportClosedException closed(Outgoing m, String reason) {
+        return new TransportClosedException("rank " + context.rank() + ": send to rank " + m.peer + " with tag "
+                + m.tag + " failed: transport " + reason);
+    }
+
+    private static boolean retryable(long result) {
+        return result == Publication.BACK_PRESSURED || result == Publication.ADMIN_ACTION
+                || result == Publication.NOT_CONNECTED;
+    }
+}

@@ -1,0 +1,100 @@
+package org.attn4j.distributed.collective;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.PeerFailedException;
+import org.attn4j.distributed.transport.PeerTimeoutException;
+import org.attn4j.distributed.transport.Transport;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.factory.Nd4j;
+
+/** Misuse and failures: clear messages, no hang. */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+class CommunicatorFailureTest {
+
+    private Transport[] open = new Transport[0];
+
+    @AfterEach
+    void closeTransports() {
+        for (Transport t : open) {
+            t.close();
+        }
+    }
+
+    private Transport[] transports(int worldSize, Duration timeout) {
+        open = Ranks.inJvm(worldSize, timeout);
+        return open;
+    }
+
+    @Test
+    void failsWithinTimeoutNamingThePeerWhenAMemberNeverCalls() {
+        Transport[] t = transports(3, Duration.ofMillis(300));
+        Communicator c = Communicator.world(t[0]);
+        CollectiveException e = assertThrows(CollectiveException.class,
+                () -> c.allGather(Nd4j.ones(DataType.FLOAT, 2)));
+        assertInstanceOf(PeerTimeoutException.class, e.getCause());
+        assertTrue(e.getMessage().contains("allGather call 0") && e.getMessage().contains("rank 2"),
+                e.getMessage());
+        IllegalStateException again = assertThrows(IllegalStateException.class, c::barrier);
+        assertTrue(again.getMessage().contains("has failed"), again.getMessage());
+    }
+
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void everyMemberNamesTheKilledRankLongBeforeItsOwnTimeout() throws Exception {
+        // Ring of 4, rank 2 dies in the middle of an all-gather. Only rank 3 waits on rank 2; ranks 0 and 1 wait on
+        // live neighbours and hear of it from rank 3's notice (their transports would wait 60 s).
+        Transport[] t = Ranks.inJvm(4, Duration.ofSeconds(60));
+        java.util.List<Throwable> failures = Ranks.run(t, tr -> {
+            Communicator c = Communicator.world(tr);
+            c.barrier();
+            if (tr.rank() == 2) {
+                ((InJvmTransport) tr).kill();
+                return null;
+            }
+            CollectiveException e = assertThrows(CollectiveException.class,
+                    () -> c.allGather(Nd4j.ones(DataType.DOUBLE, 1000)));
+            return e;
+        });
+        for (int r : new int[] {0, 1, 3}) {
+            Throwable e = failures.get(r);
+            PeerFailedException cause = assertInstanceOf(PeerFailedException.class, e.getCause(), e.toString());
+            assertEquals(2, cause.peer(), "rank " + r + ": " + e.getMessage());
+            assertTrue(e.getMessage().contains("allGather call 1") && e.getMessage().contains("rank 2"),
+                    e.getMessage());
+        }
+    }
+
+    @Test
+    void refusesBlocksThatDoNotMatchTheGroup() {
+        Transport[] t = transports(2, Duration.ofSeconds(1));
+        Communicator c = Communicator.world(t[0]);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> c.reduceScatter(Nd4j.ones(DataType.FLOAT, 3, 2)));
+        assertTrue(e.getMessage().contains("[3, 2]") && e.getMessage().contains("2 equal blocks"), e.getMessage());
+        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class,
+                () -> c.sendRecv(2, Nd4j.ones(DataType.FLOAT, 1), 0));
+        assertTrue(bad.getMessage().contains("got 2"), bad.getMessage());
+    }
+
+    @Test
+    void refusesAGroupBuiltForAnotherRank() {
+        Transport[] t = transports(4, Duration.ofSeconds(1));
+        Group forRank1 = Group.of(t[1], 0, 1);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> Communicator.of(t[0], forRank1, 0));
+        assertTrue(e.getMessage().contains("rank 0"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> Communicator.of(t[0], Group.world(t[0]),
+                CollectiveTags.CHANNELS));
+    }
+}

@@ -1,0 +1,103 @@
+package org.attn4j.distributed.collective;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The collectives in real worker processes over the Aeron transport, started by the {@link LocalLauncher}. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class CommunicatorProcessTest {
+
+    @TempDir
+    Path tmp;
+
+    private final List<String> out = new CopyOnWriteArrayList<>();
+
+    private LocalLauncher.Builder workers(int p, String... args) {
+        return LocalLauncher.builder(p, CollectiveWorker.class.getName()).args(List.of(args)).heap("512m")
+                .timeout(Duration.ofSeconds(100)).output(out::add, out::add);
+    }
+
+    private String output() {
+        return String.join("\n", out);
+    }
+
+    @ParameterizedTest(name = "P={0}")
+    @ValueSource(ints = {2, 4})
+    void matchesTheSingleProcessAnswerInRealProcesses(int p) throws Exception {
+        LaunchResult r = workers(p, "checks", tmp.toString()).env("ATTN4J_TIMEOUT_MS", "20000").build().run();
+        assertEquals(0, r.exitCode(), r + "\n" + output());
+        for (int rank = 0; rank < p; rank++) {
+            String verdict = "[rank " + rank + "] VERDICT rank " + rank + " OK ("
+                    + 2 * CollectiveChecks.values().length + " checks";
+            assertTrue(out.stream().anyMatch(l -> l.startsWith(verdict)), "no verdict from rank " + rank + ":\n"
+                    + output());
+        }
+    }
+
+    @Test
+    void everyWorkerExitsNamingTheRankThatDiedMidAllGather() throws Exception {
+        Set<Path> before = aeronDirectories();
+        // Transport timeout 5 s; the launcher lets the others exit by themselves for up to 30 s before it stops them.
+        LaunchResult r = workers(4, "die", "2").env("ATTN4J_TIMEOUT_MS", "5000").stopGrace(Duration.ofSeconds(30))
+                .build().run();
+        removeCrashedDrivers(before);
+        assertEquals(3, r.exitCode(), r + "\n" + output());
+        assertEquals(2, r.firstFailedRank(), r.toString());
+        for (int rank : new int[] {0, 1, 3}) {
+            int rk = rank;
+            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
+            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
+                    + output());
+            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
+                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
+                            + output()));
+            assertTrue(line.contains("allGather") && line.contains("peer rank 2"), line);
+        }
+    }
+
+    /** The embedded media drivers' directories ({@code /dev/shm/attn4j-JOB-rankR-PID}). */
+    private static Set<Path> aeronDirectories() throws IOException {
+        Path shm = Path.of("/dev/shm");
+        if (!Files.isDirectory(shm)) {
+            return Set.of();
+        }
+        try (Stream<Path> s = Files.list(shm)) {
+            return s.filter(d -> d.getFileName().toString().startsWith("attn4j-")).collect(Collectors.toSet());
+        }
+    }
+
+    /** Deletes the directories that halted workers left behind (those whose process is gone). */
+    private static void removeCrashedDrivers(Set<Path> before) throws IOException {
+        for (Path d : aeronDirectories()) {
+            String name = d.getFileName().toString();
+            long pid = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
+            if (!before.contains(d) && ProcessHandle.of(pid).isEmpty()) {
+                try (Stream<Path> files = Files.walk(d)) {
+                    for (Path f : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                        Files.deleteIfExists(f);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+package org.attn4j.distributed.launch;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+import org.attn4j.distributed.transport.AeronTransport;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * Workers of the job-token test, by {@code ATTN4J_TEST_ROLE}: the {@code victim} (rank 0) waits until its
+ * transport has dropped foreign messages, then takes the array rank 1 sends under tag 7 and checks it is the
+ * genuine one; the {@code genuine} rank 1 sends it when told; the {@code intruder} claims to be rank 1 with
+ * another token and sends poison under tag 7 to rank 0. Each prints {@code VERDICT ...} and exits 0 or 1.
+ */
+public final class TokenWorker {
+
+    static final int DATA_TAG = 7;
+    private static final int GO_TAG = 1;
+
+    private TokenWorker() {
+    }
+
+    /** The array the genuine rank 1 sends; the intruder sends its negation. */
+    static INDArray genuine() {
+        return Nd4j.linspace(1, 1000, 1000, DataType.FLOAT);
+    }
+
+    /** Entry point; see the class comment. */
+    public static void main(String[] args) throws Exception {
+        String role = System.getenv("ATTN4J_TEST_ROLE");
+        int code;
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            code = switch (role) {
+                case "victim" -> victim(t);
+                case "genuine" -> genuineRank(t);
+                case "intruder" -> intruder(t);
+                default -> throw new IllegalArgumentException("unknown role " + role);
+            };
+        }
+        System.out.flush();
+        System.exit(code);
+    }
+
+    private static int victim(AeronTransport t) throws Exception {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (t.droppedMessages() == 0 && System.nanoTime() < deadline) {
+            Thread.sleep(50);
+        }
+        long dropped = t.droppedMessages();
+        t.send(1, GO_TAG, Nd4j.zeros(DataType.FLOAT, 1)).join();
+        INDArray got = t.receive(1, DATA_TAG).join();
+        boolean ok = dropped > 0 && got.equals(genuine());
+        System.out.println("VERDICT victim " + (ok ? "OK" : "FAIL") + ": dropped " + dropped + " foreign messages, "
+                + "received " + (got.equals(genuine()) ? "the genuine array" : "a wrong array " + got));
+        t.receive(1, GO_TAG).join();                      // rank 1 leaves only after this
+        return ok ? 0 : 1;
+    }
+
+    private static int genuineRank(AeronTransport t) {
+        t.receive(0, GO_TAG).join();
+        t.send(0, DATA_TAG, genuine()).join();
+        t.send(0, GO_TAG, Nd4j.zeros(DataType.FLOAT, 1)).join();
+        System.out.println("VERDICT genuine OK");
+        return 0;
+    }
+
+    private static int intruder(AeronTransport t) throws InterruptedException {
+        List<CompletableFuture<Void>> sent = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            sent.add(t.send(0, DATA_TAG, genuine().neg()));
+            Thread.sleep(100);
+        }
+        int handed = 0;
+        for (CompletableFuture<Void> f : sent) {
+            try {
+                f.join();
+                handed++;
+            } catch (RuntimeException e) {
+                System.out.println("intruder: send failed: " + e.getMessage());
+            }
+        }
+        System.out.println("VERDICT intruder done: " + handed + " of 5 poison arrays handed to the wire");
+        return 0;
+    }
+}

@@ -1,0 +1,207 @@
+package org.attn4j.distributed.transport;
+
+import static org.attn4j.distributed.transport.TransportConformanceTest.assertSameArray;
+import static org.attn4j.distributed.transport.TransportConformanceTest.failure;
+import static org.attn4j.distributed.transport.TransportConformanceTest.get;
+import static org.attn4j.distributed.transport.TransportConformanceTest.pattern;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import io.aeron.driver.MediaDriver;
+import io.aeron.driver.ThreadingMode;
+import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.attn4j.distributed.transport.TestCluster.Kind;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/** What only the Aeron transport has: its configuration, an external driver, its wire layout, send timeouts. */
+class AeronTransportTest {
+
+    private static final List<String> ENDPOINTS = List.of("127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.1:40003");
+
+    @Test
+    @Timeout(30)
+    void usesAnExternalMediaDriverWhenADirectoryIsGiven() throws Exception {
+        String dir = new File(shmRoot(), "attn4j-test-external-" + ProcessHandle.current().pid()).getPath();
+        try (MediaDriver driver = MediaDriver.launch(new MediaDriver.Context().aeronDirectoryName(dir)
+                .threadingMode(ThreadingMode.SHARED).sharedIdleStrategy(new BackoffIdleStrategy(10, 20, 1_000,
+                        1_000_000)).dirDeleteOnStart(true).dirDeleteOnShutdown(true))) {
+            List<String> endpoints = freeEndpoints();
+            AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(endpoints)
+                    .jobToken("external").aeronDirectory(driver.aeronDirectoryName());
+            try (AeronTransport t0 = new AeronTransport(b.rank(0).build());
+                 AeronTransport t1 = new AeronTransport(b.rank(1).build())) {
+                assertFalse(t0.context().embeddedDriver());
+                INDArray a = pattern(DataType.FLOAT, new long[] {3 << 18}, 21);
+                t0.send(1, 1, a);
+                assertSameArray(a, get(t1.receive(0, 1)));
+            }
+        }
+        assertFalse(new File(dir).exists(), "the external driver's directory outlived it");
+    }
+
+    @Test
+    @Timeout(30)
+    void deletesTheEmbeddedDriverDirectoryOnClose() throws Exception {
+        String token = "dir-test-" + System.nanoTime();
+        String prefix = "attn4j-" + new JobToken(token) + "-rank";
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(token);
+        AeronTransport t0 = new AeronTransport(b.rank(0).build());
+        AeronTransport t1 = new AeronTransport(b.rank(1).build());
+        assertEquals(2, driverDirectories(prefix).length);
+        t0.close();
+        t1.close();
+        assertEquals(0, driverDirectories(prefix).length);
+    }
+
+    @Test
+    @Timeout(30)
+    void failsToStartWhenItsPortIsTaken() throws Exception {
+        AeronTransportContext.Builder b = AeronTransportContext.builder().rank(0).endpoints(freeEndpoints())
+                .jobToken("port");
+        try (AeronTransport first = new AeronTransport(b.build())) {
+            TransportException e = assertThrows(TransportException.class, () -> new AeronTransport(b.build()));
+            assertTrue(e.getMessage().contains("rank 0") && e.getMessage().contains(first.context().endpoints()
+                    .get(0)), e.getMessage());
+            // The first one is unharmed.
+            first.send(0, 1, Nd4j.scalar(1f));
+            assertEquals(1f, get(first.receive(0, 1)).getFloat(0));
+        }
+    }
+
+    @Test
+    @Timeout(30)
+    void failsASendStuckBehindBackPressureWithinTheTimeout() throws Exception {
+        Duration timeout = Duration.ofMillis(1500);
+        try (TestCluster c = TestCluster.start(Kind.AERON, 2, timeout)) {
+            c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
+            get(c.rank(1).receive(0, 1));
+            c.stallReceiver(1, Duration.ofMillis(4000));
+            long start = System.nanoTime();
+            Throwable t = failure(c.rank(0).send(1, 2, pattern(DataType.FLOAT, new long[] {8 << 20}, 2)));
+            long waitedMs = (System.nanoTime() - start) / 1_000_000;
+            PeerTimeoutException e = assertInstanceOf(PeerTimeoutException.class, t);
+            assertTrue(e.getMessage().contains("back pressure") && e.getMessage().contains("tag 2"), e.getMessage());
+            assertTrue(waitedMs < timeout.toMillis() + 1000, "failed after " + waitedMs + " ms");
+            // The stuck peer counts as failed from then on.
+            assertInstanceOf(PeerFailedException.class, failure(c.rank(0).send(1, 3, pattern(DataType.FLOAT,
+                    new long[] {4}, 3))));
+        }
+    }
+
+    @Test
+    @Timeout(10)
+    void readsTheLaunchersEnvironment() {
+        Map<String, String> env = new HashMap<>();
+        env.put(AeronTransportContext.ENV_RANK, "2");
+        env.put(AeronTransportContext.ENV_WORLD_SIZE, "3");
+        env.put(AeronTransportContext.ENV_PEERS, String.join(",", ENDPOINTS));
+        env.put(AeronTransportContext.ENV_JOB_TOKEN, "secret");
+        env.put(AeronTransportContext.ENV_TIMEOUT_MS, "2500");
+        env.put(AeronTransportContext.ENV_BIND, "0.0.0.0");
+        AeronTransportContext c = AeronTransportContext.fromEnvironment(env);
+        assertEquals(2, c.rank());
+        assertEquals(3, c.worldSize());
+        assertEquals(ENDPOINTS, c.endpoints());
+        assertEquals(40003, c.port(2));
+        assertEquals("127.0.0.1", c.host(2));
+        assertEquals(Duration.ofMillis(2500), c.timeout());
+        assertEquals(Duration.ofMillis(625), c.heartbeatInterval());
+        assertEquals("0.0.0.0", c.bindAddress());
+        assertEquals(65504, c.mtu(), "loopback endpoints get the large MTU");
+        assertTrue(c.embeddedDriver());
+        assertFalse(c.toString().contains("secret"), "the token leaked into toString");
+
+        env.remove(AeronTransportContext.ENV_BIND);
+        env.remove(AeronTransportContext.ENV_TIMEOUT_MS);
+        AeronTransportContext d = AeronTransportContext.fromEnvironment(env);
+        assertEquals("127.0.0.1", d.bindAddress(), "binds to loopback unless told otherwise");
+        assertEquals(Duration.ofSeconds(60), d.timeout());
+
+        env.put(AeronTransportContext.ENV_WORLD_SIZE, "4");
+        assertMessage("world size is 4 but 3 endpoints", () -> AeronTransportContext.fromEnvironment(env));
+        env.remove(AeronTransportContext.ENV_JOB_TOKEN);
+        assertMessage(AeronTransportContext.ENV_JOB_TOKEN, () -> AeronTransportContext.fromEnvironment(env));
+    }
+
+    @Test
+    @Timeout(10)
+    void rejectsInvalidSettingsNamingTheValue() {
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(ENDPOINTS).jobToken("t");
+        assertMessage("rank 3 is outside [0, 3)", () -> b.rank(3).build());
+        b.rank(0);
+        assertMessage("job token is empty", () -> AeronTransportContext.builder().rank(0).endpoints(ENDPOINTS)
+                .jobToken(" ").build());
+        assertMessage("endpoint 'nohost' is not host:port", () -> AeronTransportContext.builder().rank(0)
+                .endpoints(List.of("nohost")).jobToken("t").build());
+        assertMessage("repeat an endpoint", () -> AeronTransportContext.builder().rank(0)
+                .endpoints(List.of("127.0.0.1:1", "127.0.0.1:1")).jobToken("t").build());
+        assertMessage("max chunk bytes is 4194304", () -> b.maxChunkBytes(4 << 20).build());
+        b.maxChunkBytes(1 << 20);
+        assertMessage("term length is 1000", () -> b.termLength(1000).build());
+        b.termLength(16 << 20);
+        assertMessage("heartbeat interval is 40000 ms", () -> b.heartbeatInterval(Duration.ofSeconds(40)).build());
+        b.heartbeatInterval(null);
+        assertEquals(1408, AeronTransportContext.builder().rank(0).endpoints(List.of("10.0.0.1:1", "10.0.0.2:1"))
+                .jobToken("t").build().mtu(), "hosts beyond loopback get Aeron's default MTU");
+    }
+
+    @Test
+    @Timeout(10)
+    void writesAndReadsTheHeaderAsDrawn() {
+        UnsafeBuffer b = new UnsafeBuffer(new byte[MessageDescriptor.MAX_HEADER_LENGTH]);
+        long[] shape = {2, 0, 7};
+        int length = MessageDescriptor.writeHeader(b, 0x1122334455667788L, MessageDescriptor.DATA, 3, 42,
+                MessageDescriptor.dtypeCode(DataType.DOUBLE), shape, 9, 1, 4, 1 << 20, 1 << 18, 1 << 18);
+        assertEquals(64 + 3 * 8, length);
+        assertEquals(0x1122334455667788L, MessageDescriptor.jobId(b));
+        assertEquals(0x88, b.getByte(0) & 0xFF, "little-endian job id");
+        assertEquals(MessageDescriptor.DATA, MessageDescriptor.type(b));
+        assertEquals(DataType.DOUBLE, MessageDescriptor.dataType(MessageDescriptor.dtype(b)));
+        assertEquals(3, MessageDescriptor.arrayRank(b, 0));
+        assertEquals(3, MessageDescriptor.sourceRank(b));
+        assertEquals(42, MessageDescriptor.tag(b));
+        assertEquals(1, MessageDescriptor.chunkIndex(b));
+        assertEquals(4, MessageDescriptor.chunkCount(b));
+        assertEquals(1 << 18, MessageDescriptor.chunkLength(b));
+        assertEquals(9, MessageDescriptor.sequence(b));
+        assertEquals(1 << 20, MessageDescriptor.payloadLength(b));
+        assertEquals(1 << 18, MessageDescriptor.chunkOffset(b));
+        assertArrayEquals(shape, MessageDescriptor.shape(b, 3));
+        assertNull(MessageDescriptor.dataType((byte) 0));
+    }
+
+    private static void assertMessage(String expected, org.junit.jupiter.api.function.Executable call) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, call);
+        assertTrue(e.getMessage().contains(expected), "message was: " + e.getMessage());
+    }
+
+    private static File shmRoot() {
+        File shm = new File("/dev/shm");
+        return shm.isDirectory() ? shm : new File(System.getProperty("java.io.tmpdir"));
+    }
+
+    private static File[] driverDirectories(String prefix) {
+        File[] found = shmRoot().listFiles((d, name) -> name.startsWith(prefix));
+        return found == null ? new File[0] : found;
+    }
+
+    private static List<String> freeEndpoints() {
+        return TestCluster.freeLoopbackEndpoints(2);
+    }
+}

@@ -1,0 +1,165 @@
+package org.attn4j.distributed.transport;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.DatagramSocket;
+import java.net.InetAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * P ranks of one transport kind inside the test JVM: in-JVM, or Aeron with one embedded driver per rank on
+ * distinct loopback ports. Gives the conformance suite the fault hooks each kind has.
+ */
+final class TestCluster implements AutoCloseable {
+
+    /** The transport implementations under test. */
+    enum Kind {
+        IN_JVM, AERON
+    }
+
+    private final Kind kind;
+    private final Transport[] ranks;
+    private final AeronTransportContext[] contexts;
+    private final List<Transport> extras = new ArrayList<>();
+    private String spareEndpoint;
+
+    private TestCluster(Kind kind, int worldSize) {
+        this.kind = kind;
+        this.ranks = new Transport[worldSize];
+        this.contexts = new AeronTransportContext[worldSize];
+    }
+
+    /** Starts every rank. */
+    static TestCluster start(Kind kind, int worldSize, Duration timeout) {
+        return start(kind, worldSize, timeout, -1);
+    }
+
+    /**
+     * Starts every rank but {@code lateRank} (-1: none), which {@link #startLate} starts; the in-JVM kind has no
+     * start-up and starts it at once.
+     */
+    static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank) {
+        TestCluster c = new TestCluster(kind, worldSize);
+        if (kind == Kind.IN_JVM) {
+            List<InJvmTransport> group = InJvmTransport.group(worldSize, timeout);
+            for (int r = 0; r < worldSize; r++) {
+                c.ranks[r] = group.get(r);
+            }
+            return c;
+        }
+        List<String> endpoints = freeLoopbackEndpoints(worldSize + 1);
+        String token = UUID.randomUUID().toString();
+        try {
+            for (int r = 0; r < worldSize; r++) {
+                c.contexts[r] = AeronTransportContext.builder().rank(r).endpoints(endpoints.subList(0, worldSize))
+                        .jobToken(token).timeout(timeout).build();
+                if (r != lateRank) {
+                    c.ranks[r] = new AeronTransport(c.contexts[r]);
+                }
+            }
+        } catch (RuntimeException e) {
+            c.close();
+            throw e;
+        }
+        c.spareEndpoint = endpoints.get(worldSize);
+        return c;
+    }
+
+    /** Starts the rank left out by {@link #start(Kind, int, Duration, int)}. */
+    void startLate(int rank) {
+        if (ranks[rank] == null) {
+            ranks[rank] = new AeronTransport(contexts[rank]);
+        }
+    }
+
+    Kind kind() {
+        return kind;
+    }
+
+    /** Whether the kind has a wire (checksums, tokens, a receiver thread). */
+    boolean onWire() {
+        return kind == Kind.AERON;
+    }
+
+    Transport rank(int r) {
+        return ranks[r];
+    }
+
+    int worldSize() {
+        return ranks.length;
+    }
+
+    /** Crashes rank {@code r} without a goodbye. */
+    void kill(int r) {
+        if (ranks[r] instanceof InJvmTransport t) {
+            t.kill();
+        } else {
+            ((AeronTransport) ranks[r]).kill();
+        }
+    }
+
+    void corruptNextChunk(int from, int to) {
+        ((AeronTransport) ranks[from]).corruptNextChunk(to);
+    }
+
+    void stallReceiver(int r, Duration d) {
+        if (ranks[r] instanceof AeronTransport t) {
+            t.stallReceiver(d);
+        }
+    }
+
+    AeronTransport aeron(int r) {
+        return (AeronTransport) ranks[r];
+    }
+
+    /**
+     * An Aeron transport of another job (its own token) that claims {@code claimedRank} and sends to this
+     * cluster's endpoints from a spare port.
+     */
+    AeronTransport intruder(int claimedRank) {
+        List<String> endpoints = new ArrayList<>(contexts[0].endpoints());
+        endpoints.set(claimedRank, spareEndpoint);
+        AeronTransport t = new AeronTransport(AeronTransportContext.builder().rank(claimedRank).endpoints(endpoints)
+                .jobToken("not-the-job-token").timeout(contexts[0].timeout()).build());
+        extras.add(t);
+        return t;
+    }
+
+    /** Closes every rank, in parallel (each waits briefly for its goodbyes to leave). */
+    @Override
+    public void close() {
+        List<CompletableFuture<Void>> closing = new ArrayList<>();
+        List<Transport> all = new ArrayList<>(extras);
+        for (Transport t : ranks) {
+            if (t != null) {
+                all.add(t);
+            }
+        }
+        for (Transport t : all) {
+            closing.add(CompletableFuture.runAsync(t::close));
+        }
+        CompletableFuture.allOf(closing.toArray(new CompletableFuture<?>[0])).join();
+    }
+
+    /** {@code n} loopback endpoints on ports that were free a moment ago. */
+    static List<String> freeLoopbackEndpoints(int n) {
+        List<DatagramSocket> sockets = new ArrayList<>();
+        List<String> endpoints = new ArrayList<>();
+        try {
+            for (int i = 0; i < n; i++) {
+                DatagramSocket s = new DatagramSocket(0, InetAddress.getLoopbackAddress());
+                sockets.add(s);
+                endpoints.add("127.0.0.1:" + s.getLocalPort());
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } finally {
+            sockets.forEach(DatagramSocket::close);
+        }
+        return endpoints;
+    }
+}

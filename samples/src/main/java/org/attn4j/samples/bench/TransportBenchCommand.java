@@ -1,0 +1,281 @@
+package org.attn4j.samples.bench;
+
+import java.awt.Color;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Collectors;
+
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.samples.UserInputException;
+import org.knowm.xchart.BitmapEncoder;
+import org.knowm.xchart.XYChart;
+import org.knowm.xchart.XYChartBuilder;
+import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.markers.SeriesMarkers;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code attn4j bench transport}: the Aeron transport between worker processes on this machine (UDP loopback,
+ * an embedded media driver per process): point-to-point latency and bandwidth between two workers for message
+ * sizes from {@code --min-size} to {@code --max-size}, and ring all-gather and reduce-scatter bus bandwidth for
+ * each of {@code --ring-workers}. Writes {@code bench-transport.csv}, {@code bench-transport.png} and the
+ * {@code transport} section of {@code benchmarks.md}.
+ */
+@Command(name = "transport", mixinStandardHelpOptions = true,
+        description = {"Measure the Aeron transport between worker processes: point-to-point latency and bandwidth,",
+            "ring all-gather / reduce-scatter bus bandwidth. Writes OUT/bench-transport.csv, OUT/bench-transport.png",
+            "and a section of OUT/benchmarks.md."})
+public final class TransportBenchCommand implements Callable<Integer> {
+
+    static final String CSV = "bench-transport.csv";
+    static final String PNG = "bench-transport.png";
+    static final String SECTION = "transport";
+    /** The issue's reference: a single-threaded in-memory copy on this machine. */
+    private static final double COPY_GBPS = 13.5;
+    private static final long TARGET_SIZE = 16L << 20;
+    private static final double TARGET_GBPS = 1.0;
+
+    @Option(names = "--min-size", paramLabel = "BYTES", defaultValue = "4k",
+            description = "Smallest point-to-point message (k, m suffixes; default: ${DEFAULT-VALUE}).")
+    String minSize;
+
+    @Option(names = "--max-size", paramLabel = "BYTES", defaultValue = "64m",
+            description = "Largest point-to-point message; sizes double from the smallest "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String maxSize;
+
+    @Option(names = "--ring-min-size", paramLabel = "BYTES", defaultValue = "1m",
+            description = "Smallest ring collective size (the whole gathered array; default: ${DEFAULT-VALUE}).")
+    String ringMinSize;
+
+    @Option(names = "--ring-max-size", paramLabel = "BYTES", defaultValue = "64m",
+            description = "Largest ring collective size; sizes grow 4-fold (default: ${DEFAULT-VALUE}).")
+    String ringMaxSize;
+
+    @Option(names = "--ring-workers", paramLabel = "P", split = ",", defaultValue = "2,4",
+            description = "Ring sizes to measure (default: ${DEFAULT-VALUE}).")
+    List<Integer> ringWorkers;
+
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
+            description = "Timed runs (median) per measurement (default: ${DEFAULT-VALUE}).")
+    int repeats;
+
+    @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "2g",
+            description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
+    String heap;
+
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
+            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    Path out;
+
+    @Spec
+    CommandSpec spec;
+
+    /** One measurement, as a worker reported it. */
+    record Row(String kind, int workers, long bytes, double medianUs, double gbps, double busGbps) {
+        static Row parse(String csv) {
+            String[] f = csv.split(",", -1);
+            return new Row(f[0], Integer.parseInt(f[1]), Long.parseLong(f[2]), Double.parseDouble(f[3]),
+                    Double.parseDouble(f[4]), f[5].isEmpty() ? Double.NaN : Double.parseDouble(f[5]));
+        }
+    }
+
+    @Override
+    public Integer call() throws IOException, InterruptedException {
+        long min = bytes("--min-size", minSize);
+        long max = bytes("--max-size", maxSize);
+        long ringMin = bytes("--ring-min-size", ringMinSize);
+        long ringMax = bytes("--ring-max-size", ringMaxSize);
+        if (min < 4 || max < min || ringMin < 4 || ringMax < ringMin || repeats < 1) {
+            throw new UserInputException("need 4 <= --min-size <= --max-size, 4 <= --ring-min-size <= "
+                    + "--ring-max-size and --repeats >= 1, got " + min + ", " + max + ", " + ringMin + ", " + ringMax
+                    + ", " + repeats);
+        }
+        for (int p : ringWorkers) {
+            if (p < 2 || p > 16) {
+                throw new UserInputException("--ring-workers must be in [2, 16], got " + p);
+            }
+        }
+        Files.createDirectories(out);
+        MachineInfo machine = MachineInfo.current();
+        List<Row> rows = new ArrayList<>(run(2, "p2p", sizes(min, max, 2)));
+        for (int p : ringWorkers) {
+            rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
+        }
+        writeCsv(out.resolve(CSV), rows);
+        writeChart(out.resolve(PNG), rows);
+        String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
+        MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), SECTION,
+                markdown(rows, machine, command.strip()));
+        PrintWriter log = spec.commandLine().getOut();
+        log.printf("wrote %s, %s and the '%s' section of %s%n", out.resolve(CSV), out.resolve(PNG), SECTION,
+                out.resolve(AttentionBenchReport.MARKDOWN));
+        log.flush();
+        return 0;
+    }
+
+    /** Runs {@code p} workers in {@code mode} and returns rank 0's results; their other lines go to the log. */
+    private List<Row> run(int p, String mode, List<Long> sizes) throws IOException, InterruptedException {
+        PrintWriter log = spec.commandLine().getOut();
+        List<Row> rows = new CopyOnWriteArrayList<>();
+        List<String> tail = new CopyOnWriteArrayList<>();
+        String resultPrefix = "[rank 0] " + TransportBenchWorker.RESULT;
+        LaunchResult r = LocalLauncher.builder(p, TransportBenchWorker.class.getName())
+                .args(List.of(mode, sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
+                        Integer.toString(repeats)))
+                .heap(heap).timeout(Duration.ofMinutes(30))
+                .output(line -> {
+                    if (line.startsWith(resultPrefix)) {
+                        rows.add(Row.parse(line.substring(resultPrefix.length())));
+                    } else {
+                        synchronized (log) {
+                            log.println(line);
+                            log.flush();
+                        }
+                    }
+                }, tail::add).build().run();
+        if (!r.succeeded()) {
+            throw new IllegalStateException("bench transport: the " + p + " " + mode + " workers failed (" + r
+                    + "); their stderr:\n" + String.join("\n", tail));
+        }
+        return rows;
+    }
+
+    /** From {@code min} to {@code max}, growing by {@code factor}; {@code max} is always the last. */
+    static List<Long> sizes(long min, long max, int factor) {
+        List<Long> s = new ArrayList<>();
+        for (long b = min; b < max; b *= factor) {
+            s.add(b);
+        }
+        s.add(max);
+        return s;
+    }
+
+    /** Parses 4096, 4k, 64m, 1g (binary multiples). */
+    static long bytes(String option, String text) {
+        String t = text.strip().toLowerCase(Locale.ROOT);
+        long unit = t.endsWith("k") ? 1L << 10 : t.endsWith("m") ? 1L << 20 : t.endsWith("g") ? 1L << 30 : 1;
+        try {
+            return Long.parseLong(unit == 1 ? t : t.substring(0, t.length() - 1)) * unit;
+        } catch (NumberFormatException e) {
+            throw new UserInputException(option + " must be a byte count such as 4096, 4k or 64m, got \"" + text
+                    + "\"");
+        }
+    }
+
+    private static String size(long bytes) {
+        return bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? bytes / (1 << 20) + " MB"
+                : bytes >= 1024 && bytes % 1024 == 0 ? bytes / 1024 + " KB" : bytes + " B";
+    }
+
+    private static void writeCsv(Path file, List<Row> rows) throws IOException {
+        StringBuilder b = new StringBuilder("kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s\n");
+        for (Row r : rows) {
+            b.append(String.format(Locale.ROOT, "%s,%d,%d,%.3f,%.4f,%s%n", r.kind(), r.workers(), r.bytes(),
+                    r.medianUs(), r.gbps(), Double.isNaN(r.busGbps()) ? "" : String.format(Locale.ROOT, "%.4f",
+                            r.busGbps())));
+        }
+        Files.writeString(file, b, StandardCharsets.UTF_8);
+    }
+
+    private void writeChart(Path file, List<Row> rows) throws IOException {
+        XYChart chart = new XYChartBuilder().width(1000).height(650)
+                .title("Aeron transport between worker processes (UDP loopback), float32")
+                .xAxisTitle("message / collective size (log scale)").yAxisTitle("GB/s").build();
+        chart.getStyler().setChartBackgroundColor(Color.WHITE);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNW);
+        chart.setCustomXAxisTickLabelsFormatter(log2 -> Math.abs(log2 - Math.rint(log2)) > 1e-9 ? ""
+                : size(1L << Math.round(log2)));
+        series(chart, rows, "p2p-bandwidth", 2, "point-to-point bandwidth, 2 workers", new Color(0x1f77b4), false);
+        Color[] gather = {new Color(0x2ca02c), new Color(0x006d2c)};
+        Color[] scatter = {new Color(0xd62728), new Color(0x67000d)};
+        for (int i = 0; i < ringWorkers.size(); i++) {
+            int p = ringWorkers.get(i);
+            series(chart, rows, "allgather", p, "ring all-gather bus bandwidth, " + p + " workers",
+                    gather[i % 2], true);
+            series(chart, rows, "reducescatter", p, "ring reduce-scatter bus bandwidth, " + p + " workers",
+                    scatter[i % 2], true);
+        }
+        String path = file.toString();
+        BitmapEncoder.saveBitmap(chart, path.substring(0, path.length() - 4), BitmapEncoder.BitmapFormat.PNG);
+    }
+
+    private static void series(XYChart chart, List<Row> rows, String kind, int p, String name, Color color,
+                               boolean bus) {
+        List<Double> x = new ArrayList<>();
+        List<Double> y = new ArrayList<>();
+        for (Row r : rows) {
+            if (r.kind().equals(kind) && r.workers() == p) {
+                x.add(Math.log(r.bytes()) / Math.log(2));
+                y.add(bus ? r.busGbps() : r.gbps());
+            }
+        }
+        if (!x.isEmpty()) {
+            XYSeries s = chart.addSeries(name, x, y);
+            s.setLineColor(color);
+            s.setMarkerColor(color);
+            s.setMarker(bus ? SeriesMarkers.DIAMOND : SeriesMarkers.CIRCLE);
+        }
+    }
+
+    private String markdown(List<Row> rows, MachineInfo m, String command) {
+        StringBuilder b = new StringBuilder("## Transport: Aeron between worker processes\n\n");
+        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.date(),
+                m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
+        b.append("- Setup: worker JVMs started by the local launcher on this machine, each with its own embedded "
+                + "Aeron media driver, talking UDP over loopback; float32 arrays; GB = 10^9 bytes. Median of "
+                + repeats + " timed runs after untimed ones. The workers and their drivers share the machine's "
+                + "cores.\n");
+        b.append("- Point-to-point: latency is half the round trip of one array sent and sent back; bandwidth "
+                + "streams at least 4 and up to 64 MB of arrays back to back and waits for a 1-element "
+                + "acknowledgement.\n");
+        b.append("- Ring collectives: size is the whole array (all-gather: what every worker ends with; "
+                + "reduce-scatter: what every worker starts with); time is the slowest worker's; bus bandwidth is "
+                + "size / time x (P - 1) / P, as nccl-tests define it.\n\n");
+        Optional<Row> target = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == TARGET_SIZE)
+                .findFirst();
+        b.append(target.map(r -> String.format(Locale.ROOT, "Target: point-to-point bandwidth at 16 MB messages "
+                + "%.2f GB/s (target: at least %.1f GB/s over UDP loopback; %s). Reference: a single-threaded "
+                + "in-memory copy moves about %.1f GB/s on this machine.%n%n", r.gbps(), TARGET_GBPS,
+                r.gbps() >= TARGET_GBPS ? "met" : "not met", COPY_GBPS))
+                .orElse("Target (16 MB point-to-point, at least 1 GB/s): not measured in this run.\n\n"));
+        b.append("| size | latency (half round trip) | bandwidth |\n|---:|---:|---:|\n");
+        for (Row r : rows) {
+            if (r.kind().equals("p2p-latency")) {
+                Optional<Row> bw = rows.stream().filter(x -> x.kind().equals("p2p-bandwidth")
+                        && x.bytes() == r.bytes()).findFirst();
+                b.append(String.format(Locale.ROOT, "| %s | %.0f µs | %s |%n", size(r.bytes()), r.medianUs(),
+                        bw.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.gbps())).orElse("")));
+            }
+        }
+        b.append("\n| workers | size | all-gather | bus bandwidth | reduce-scatter | bus bandwidth |\n"
+                + "|---:|---:|---:|---:|---:|---:|\n");
+        for (Row r : rows) {
+            if (r.kind().equals("allgather")) {
+                Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("reducescatter")
+                        && x.workers() == r.workers() && x.bytes() == r.bytes()).findFirst();
+                b.append(String.format(Locale.ROOT, "| %d | %s | %.2f ms | %.3f GB/s | %s | %s |%n", r.workers(),
+                        size(r.bytes()), r.medianUs() / 1e3, r.busGbps(),
+                        rs.map(x -> String.format(Locale.ROOT, "%.2f ms", x.medianUs() / 1e3)).orElse(""),
+                        rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
+            }
+        }
+        b.append("\n![transport](").append(PNG).append(")\n");
+        return b.toString();
+    }
+}
