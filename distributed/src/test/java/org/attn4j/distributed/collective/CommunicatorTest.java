@@ -44,4 +44,26 @@ class CommunicatorTest {
             return null;
         });
     }
+
+    /**
+     * The same checks over the Aeron transport (UDP loopback, one media driver per rank, all in this JVM), one
+     * group of transports per P running every check in both types; real processes: {@link CommunicatorProcessTest}.
+     */
+    @ParameterizedTest(name = "Aeron P={0}")
+    @org.junit.jupiter.params.provider.ValueSource(ints = {1, 2, 3, 4})
+    void matchesTheSingleProcessAnswerOverAeron(int p) throws Exception {
+        Ranks.run(Ranks.aeron(p), t -> {
+            for (CollectiveChecks check : CollectiveChecks.values()) {
+                for (DataType type : new DataType[] {DataType.FLOAT, DataType.DOUBLE}) {
+                    try {
+                        Path dir = tmp.resolve("aeron-" + check + "-" + p + "-" + type);
+                        check.run(t, type, Files.createDirectories(dir));
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                }
+            }
+            return null;
+        });
+    }
 }

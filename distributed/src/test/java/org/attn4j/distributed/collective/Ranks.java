@@ -10,6 +10,8 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.distributed.transport.AeronTransportContext;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -30,6 +32,30 @@ final class Ranks {
     /** P in-JVM transports with the given timeout. */
     static Transport[] inJvm(int worldSize, Duration timeout) {
         return InJvmTransport.group(worldSize, timeout).toArray(new Transport[0]);
+    }
+
+    /** P Aeron transports in this JVM (one embedded media driver each) over UDP loopback, short timeout. */
+    static Transport[] aeron(int worldSize) {
+        List<String> endpoints = new ArrayList<>();
+        List<java.net.DatagramSocket> held = new ArrayList<>();
+        try {
+            for (int r = 0; r < worldSize; r++) {
+                java.net.DatagramSocket s = new java.net.DatagramSocket(0, java.net.InetAddress.getLoopbackAddress());
+                held.add(s);
+                endpoints.add("127.0.0.1:" + s.getLocalPort());
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        } finally {
+            held.forEach(java.net.DatagramSocket::close);
+        }
+        String token = java.util.UUID.randomUUID().toString();
+        Transport[] t = new Transport[worldSize];
+        for (int r = 0; r < worldSize; r++) {
+            t[r] = new AeronTransport(AeronTransportContext.builder().rank(r).endpoints(endpoints).jobToken(token)
+                    .timeout(Duration.ofSeconds(10)).build());
+        }
+        return t;
     }
 
     /** Runs {@code body} for every rank at once and returns the results by rank; rethrows the first failure. */

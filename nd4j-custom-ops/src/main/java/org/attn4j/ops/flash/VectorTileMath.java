@@ -142,7 +142,8 @@ final class VectorTileMath {
                 int base = r * cols * 4;
                 float f = (float) factors[r];
                 for (int c = 0; c < full; c += L) {
-                    FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).mul(f).intoByteBuffer(bb, base + c * 4, ORDER);
+                    int at = base + c * 4;
+                    FloatVector.fromByteBuffer(S, bb, at, ORDER).mul(f).intoByteBuffer(bb, at, ORDER);
                 }
                 for (int c = full; c < cols; c++) {
                     bb.putFloat(base + c * 4, bb.getFloat(base + c * 4) * f);

@@ -229,7 +229,8 @@ final class AttentionBenchReport {
             Optional<BenchResult> ps = find(rows, small, Impl.ATTN4J, false, Pass.FORWARD);
             if (ok(pb) && ok(ps) && ps.get().peakIncreaseBytes() > 0) {
                 b.append(String.format(Locale.ROOT, "- Memory: forward peak rise %.1f MB at N = %d and %.1f MB at "
-                                + "N = %d (x%.2f for twice the tokens; the output and LSE alone are 4·N·(D+1) bytes).%n",
+                                + "N = %d (x%.2f for twice the tokens; the output and LSE alone are "
+                                + "4·N·(D+1) bytes).%n",
                         ps.get().peakIncreaseBytes() / 1e6, small, pb.get().peakIncreaseBytes() / 1e6, big,
                         pb.get().peakIncreaseBytes() / (double) ps.get().peakIncreaseBytes()));
             }

@@ -239,7 +239,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
             b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
                     r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.repeats(),
-                    r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()), r.note().replace("\"", "'")));
+                    r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()),
+                    r.note().replace("\"", "'")));
         }
         Files.writeString(file, b, StandardCharsets.UTF_8);
     }
@@ -291,7 +292,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d. Time: median of %d back-to-back runs after one untimed run, up to N = %d; of 3 "
-                + "beyond; both ops ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it until it is the slower one in both passes.%n",
+                + "beyond; both ops ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it "
+                + "until it is the slower one in both passes.%n",
                 HEAD_DIM,
                 decay, LinearAttention.DEFAULT_CHUNK, repeats, REPEAT_MAX_N));
         b.append("- Peak: rise of the process's resident memory during a configuration's runs above its size "
