@@ -9,6 +9,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 
+import org.attn4j.distributed.transport.PeerFailedException;
 import org.attn4j.distributed.transport.Transport;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -163,6 +164,9 @@ final class Exchange<T> {
      * naming a member is first passed to {@code notify} (which tells the other members) and the call fails once
      * that is done, so a worker that exits on the exception has already spread the news.
      */
+    /** How long a call that lost a member to a clean close waits for a notice naming the real failure. */
+    private static final long LEFT_GRACE_MS = 1000;
+
     void fail(Throwable e) {
         Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
         if (result.isDone() || !failing.compareAndSet(false, true)) {
@@ -170,6 +174,20 @@ final class Exchange<T> {
         }
         CollectiveException failure = cause instanceof CollectiveException c ? c
                 : new CollectiveException(description + ": " + cause.getMessage(), cause);
+        if (cause instanceof PeerFailedException left && left.peerClosed()) {
+            // A member that closes mid-collective is usually leaving because another member failed, and it sent
+            // the notice naming that member just before its goodbye. The goodbye can overtake the notice here
+            // (notices are handled on a pool thread), so wait briefly: a notice that arrives fails this call first
+            // (failQuietly), naming the member that really failed.
+            failing.set(false);
+            CompletableFuture.delayedExecutor(LEFT_GRACE_MS, java.util.concurrent.TimeUnit.MILLISECONDS)
+                    .execute(() -> {
+                        if (failing.compareAndSet(false, true)) {
+                            result.completeExceptionally(failure);
+                        }
+                    });
+            return;
+        }
         CompletableFuture<Void> told;
         try {
             told = notify.apply(cause);

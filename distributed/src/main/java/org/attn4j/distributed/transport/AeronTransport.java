@@ -359,7 +359,7 @@ public final class AeronTransport implements Transport {
 
     /** {@code peer} said goodbye: as {@link #failPeer}, but an orderly departure, logged as such. */
     void peerLeft(int peer) {
-        if (markFailed(peer, "rank " + peer + " closed its transport")) {
+        if (markFailed(peer, PeerFailedException.closedReason(peer))) {
             LOG.debug("rank {}: peer rank {} closed its transport", rank(), peer);
         }
     }

@@ -3,10 +3,11 @@ package org.attn4j.distributed.transport;
 import java.io.File;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+
+import org.attn4j.distributed.launch.WorkerEnvironment;
 
 /**
  * Configuration of one rank's {@link AeronTransport}, validated once when built. Every rank of a job gets the
@@ -19,21 +20,6 @@ import java.util.Map;
  * and an embedded media driver unless an Aeron directory is given.
  */
 public final class AeronTransportContext {
-
-    /** This process's rank, 0-based. */
-    public static final String ENV_RANK = "ATTN4J_RANK";
-    /** The number of ranks. */
-    public static final String ENV_WORLD_SIZE = "ATTN4J_WORLD_SIZE";
-    /** Every rank's {@code host:port}, comma-separated, index = rank. */
-    public static final String ENV_PEERS = "ATTN4J_PEERS";
-    /** The job token: the same secret string for every rank of the job. */
-    public static final String ENV_JOB_TOKEN = "ATTN4J_JOB_TOKEN";
-    /** Optional: the call timeout in milliseconds. */
-    public static final String ENV_TIMEOUT_MS = "ATTN4J_TIMEOUT_MS";
-    /** Optional: the directory of an external media driver; without it each process embeds its own. */
-    public static final String ENV_AERON_DIR = "ATTN4J_AERON_DIR";
-    /** Optional: the address to receive on, e.g. {@code 0.0.0.0} or this host's interface; default loopback. */
-    public static final String ENV_BIND = "ATTN4J_BIND";
 
     private final int rank;
     private final List<String> endpoints;
@@ -75,30 +61,20 @@ public final class AeronTransportContext {
     }
 
     /**
-     * Reads {@link #ENV_RANK}, {@link #ENV_WORLD_SIZE}, {@link #ENV_PEERS}, {@link #ENV_JOB_TOKEN} and the
-     * optional {@link #ENV_TIMEOUT_MS}, {@link #ENV_AERON_DIR}, {@link #ENV_BIND} from {@code env}
-     * (e.g. {@code System.getenv()}).
+     * The context a launched worker describes in its environment ({@link WorkerEnvironment}: rank, world size,
+     * peers, job token, optional timeout, external driver directory and bind address), other settings at
+     * their defaults.
      *
+     * @param env the variables, e.g. {@code System.getenv()}
      * @throws IllegalArgumentException naming the variable that is missing or malformed
      */
     public static AeronTransportContext fromEnvironment(Map<String, String> env) {
-        Builder b = builder()
-                .rank(intVariable(env, ENV_RANK))
-                .worldSize(intVariable(env, ENV_WORLD_SIZE))
-                .endpoints(Arrays.asList(required(env, ENV_PEERS).split(",", -1)))
-                .jobToken(required(env, ENV_JOB_TOKEN));
-        String timeoutMs = env.get(ENV_TIMEOUT_MS);
-        if (timeoutMs != null && !timeoutMs.isBlank()) {
-            b.timeout(Duration.ofMillis(intVariable(env, ENV_TIMEOUT_MS)));
-        }
-        String dir = env.get(ENV_AERON_DIR);
-        if (dir != null && !dir.isBlank()) {
-            b.aeronDirectory(dir.trim());
-        }
-        String bind = env.get(ENV_BIND);
-        if (bind != null && !bind.isBlank()) {
-            b.bindAddress(bind.trim());
-        }
+        WorkerEnvironment w = WorkerEnvironment.from(env);
+        Builder b = builder().rank(w.rank()).worldSize(w.worldSize())
+                .endpoints(w.peers().stream().map(WorkerEnvironment.Endpoint::toString).toList())
+                .jobToken(w.jobToken()).timeout(w.timeout());
+        w.aeronDir().ifPresent(b::aeronDirectory);
+        w.bind().ifPresent(b::bindAddress);
         return b.build();
     }
 
@@ -216,15 +192,6 @@ public final class AeronTransportContext {
         return v.trim();
     }
 
-    private static int intVariable(Map<String, String> env, String name) {
-        String v = required(env, name);
-        try {
-            return Integer.parseInt(v);
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("AeronTransportContext: environment variable " + name + " is '" + v
-                    + "', not an integer", e);
-        }
-    }
 
     /** Builds an {@link AeronTransportContext}; {@link #build} validates. */
     public static final class Builder {

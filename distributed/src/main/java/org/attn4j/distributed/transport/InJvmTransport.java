@@ -112,7 +112,7 @@ public final class InJvmTransport implements Transport {
     /** Closes this rank; the other ranks' receives waiting on it fail with {@link PeerFailedException}. */
     @Override
     public void close() {
-        leave("closed", "rank " + rank + " closed its transport");
+        leave("closed", PeerFailedException.closedReason(rank));
     }
 
     /**

@@ -3,9 +3,12 @@ package org.attn4j.distributed.transport;
 /** A peer died or disconnected while a call depended on it. */
 public class PeerFailedException extends TransportException {
 
+    private static final String CLOSED = " closed its transport";
+
     private final int rank;
     private final int peer;
     private final int tag;
+    private final String reason;
 
     /**
      * @param rank   this rank
@@ -19,6 +22,20 @@ public class PeerFailedException extends TransportException {
         this.rank = rank;
         this.peer = peer;
         this.tag = tag;
+        this.reason = reason;
+    }
+
+    /** The reason a transport records when {@code peer} closed its transport on purpose (said goodbye). */
+    public static String closedReason(int peer) {
+        return "rank " + peer + CLOSED;
+    }
+
+    /**
+     * Whether the peer closed its transport on purpose rather than dying or falling silent. Mid-collective that
+     * is still a failure for this rank, but usually a consequence of another rank's: see the collectives.
+     */
+    public boolean peerClosed() {
+        return reason != null && reason.equals(closedReason(peer));
     }
 
     /** The rank that noticed the failure. */

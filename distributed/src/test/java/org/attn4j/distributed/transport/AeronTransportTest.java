@@ -18,6 +18,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.attn4j.distributed.launch.WorkerEnvironment;
+
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import org.agrona.concurrent.BackoffIdleStrategy;
@@ -108,12 +110,12 @@ class AeronTransportTest {
     @Timeout(10)
     void readsTheLaunchersEnvironment() {
         Map<String, String> env = new HashMap<>();
-        env.put(AeronTransportContext.ENV_RANK, "2");
-        env.put(AeronTransportContext.ENV_WORLD_SIZE, "3");
-        env.put(AeronTransportContext.ENV_PEERS, String.join(",", ENDPOINTS));
-        env.put(AeronTransportContext.ENV_JOB_TOKEN, "secret");
-        env.put(AeronTransportContext.ENV_TIMEOUT_MS, "2500");
-        env.put(AeronTransportContext.ENV_BIND, "0.0.0.0");
+        env.put(WorkerEnvironment.RANK, "2");
+        env.put(WorkerEnvironment.WORLD_SIZE, "3");
+        env.put(WorkerEnvironment.PEERS, String.join(",", ENDPOINTS));
+        env.put(WorkerEnvironment.JOB_TOKEN, "secret-token-of-the-test-job");
+        env.put(WorkerEnvironment.TIMEOUT_MS, "2500");
+        env.put(WorkerEnvironment.BIND, "0.0.0.0");
         AeronTransportContext c = AeronTransportContext.fromEnvironment(env);
         assertEquals(2, c.rank());
         assertEquals(3, c.worldSize());
@@ -127,16 +129,16 @@ class AeronTransportTest {
         assertTrue(c.embeddedDriver());
         assertFalse(c.toString().contains("secret"), "the token leaked into toString");
 
-        env.remove(AeronTransportContext.ENV_BIND);
-        env.remove(AeronTransportContext.ENV_TIMEOUT_MS);
+        env.remove(WorkerEnvironment.BIND);
+        env.remove(WorkerEnvironment.TIMEOUT_MS);
         AeronTransportContext d = AeronTransportContext.fromEnvironment(env);
         assertEquals("127.0.0.1", d.bindAddress(), "binds to loopback unless told otherwise");
         assertEquals(Duration.ofSeconds(60), d.timeout());
 
-        env.put(AeronTransportContext.ENV_WORLD_SIZE, "4");
-        assertMessage("world size is 4 but 3 endpoints", () -> AeronTransportContext.fromEnvironment(env));
-        env.remove(AeronTransportContext.ENV_JOB_TOKEN);
-        assertMessage(AeronTransportContext.ENV_JOB_TOKEN, () -> AeronTransportContext.fromEnvironment(env));
+        env.put(WorkerEnvironment.WORLD_SIZE, "4");
+        assertMessage("expected 4 host:port entries, one per rank", () -> AeronTransportContext.fromEnvironment(env));
+        env.remove(WorkerEnvironment.JOB_TOKEN);
+        assertMessage(WorkerEnvironment.JOB_TOKEN, () -> AeronTransportContext.fromEnvironment(env));
     }
 
     @Test
