@@ -17,6 +17,7 @@ public final class CorruptionWorker {
 
     /** Runs one rank; exit code 0 with a VERDICT line on success. */
     public static void main(String[] args) throws Exception {
+        boolean ok;
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             INDArray first = Nd4j.linspace(1, 4096, 4096, DataType.FLOAT).reshape(64, 64);
             INDArray second = first.mul(2);
@@ -31,18 +32,21 @@ public final class CorruptionWorker {
             try {
                 t.receive(0, 7).get();
                 System.out.println("VERDICT FAILED: the damaged array was delivered");
-                System.exit(1);
+                ok = false;
             } catch (ExecutionException e) {
                 if (!(e.getCause() instanceof CorruptMessageException)) {
                     throw e;
                 }
                 System.out.println("VERDICT refused: " + e.getCause().getMessage());
+                ok = true;
             }
             INDArray got = t.receive(0, 7).get();
             boolean intact = got.equals(second);
             System.out.println("VERDICT next message intact: " + intact + ", corrupt count " + t.corruptMessages());
+            ok = ok && intact;
             t.send(0, 8, Nd4j.scalar(1f)).get();
-            System.exit(intact ? 0 : 1);
         }
+        // After close: the transport has flushed the acknowledgement and said goodbye.
+        System.exit(ok ? 0 : 1);
     }
 }
