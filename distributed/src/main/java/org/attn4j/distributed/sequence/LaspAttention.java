@@ -1,0 +1,111 @@
+package org.attn4j.distributed.sequence;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.LinearAttentionGradients;
+import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * LASP, linear attention sequence parallelism (Sun et al., LASP, section 2, algorithms 2 and 3), on the
+ * contiguous layout: member {@code i} of the group holds positions {@code [i N/P, (i+1) N/P)}.
+ * <pre>
+ *   causal forward:   kv_(i-1) from member i-1  ->  local chunked forward with it as kvIn  ->  kvOut to i+1
+ *   causal backward:  dKV from member i+1 (the gradient of kvOut)  ->  local backward  ->  dKvIn to i-1
+ *   non-causal:       S = allReduce(K_i^T V_i); O_i = Q_i S; G = allReduce(Q_i^T dO_i); dK_i = V_i G^T, ...
+ * </pre>
+ * Only the {@code D x D} states travel (one per query head), whatever N is; the per-chunk states of the local
+ * forward pass are kept for the backward pass (KV state caching, section 2.3). This is the sequential form of
+ * algorithm 2; the data-sequence hybrid (T dividing W) comes from giving each sequence group its own
+ * communicator.
+ *
+ * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
+ */
+public final class LaspAttention {
+
+    private final Communicator comm;
+    private final Decay decay;
+    private final boolean causal;
+    private final LinearAttention op;
+
+    /**
+     * @param comm   the sequence-parallel group, in sequence order
+     * @param decay  the decay rates (must be {@link Decay#none()} when not causal)
+     * @param causal causal linear attention (the chain) or the non-causal right product (an all-reduce)
+     */
+    public LaspAttention(Communicator comm, Decay decay, boolean causal) {
+        this.comm = comm;
+        this.decay = decay;
+        this.causal = causal;
+        this.op = LinearAttention.defaults();
+    }
+
+    /** This worker's output and the cache its backward pass needs. */
+    public record Forward(LinearAttentionOutput local, INDArray kvIn) {
+        /** The local output {@code [B, H, N/P, D]}. */
+        public INDArray output() {
+            return local.output();
+        }
+    }
+
+    /**
+     * The forward pass on this worker's contiguous shard.
+     *
+     * @return the local output and what the backward pass needs
+     */
+    public Forward forward(INDArray q, INDArray k, INDArray v) {
+        int p = comm.group().size();
+        int me = comm.group().index();
+        if (!causal) {
+            LinearAttentionOutput local = op.forward(q, k, v, decay, false, null);
+            INDArray total = p == 1 ? local.kvOut() : comm.allReduce(local.kvOut());
+            INDArray kvIn = total.sub(local.kvOut());                  // the other members' K^T V
+            return new Forward(op.forward(q, k, v, decay, false, kvIn), kvIn);
+        }
+        // The chain as P - 1 steps that every member takes part in (communicator calls match by order): at step
+        // j member j hands its final state to member j + 1, which then runs its own chunk.
+        INDArray kvIn = null;
+        LinearAttentionOutput local = me == 0 ? op.forward(q, k, v, decay, true, null) : null;
+        for (int j = 0; j < p - 1; j++) {
+            if (me == j) {
+                comm.sendRecv(comm.group().next(), local.kvOut(), Communicator.NONE);
+            } else if (me == j + 1) {
+                kvIn = comm.sendRecv(Communicator.NONE, null, comm.group().previous());
+                local = op.forward(q, k, v, decay, true, kvIn);
+            } else {
+                comm.sendRecv(Communicator.NONE, null, Communicator.NONE);
+            }
+        }
+        return new Forward(local, kvIn);
+    }
+
+    /**
+     * The backward pass, given this worker's forward result.
+     *
+     * @return local dQ, dK, dV (and the state gradient sent back, for inspection)
+     */
+    public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward fwd, INDArray dO) {
+        int p = comm.group().size();
+        int me = comm.group().index();
+        if (!causal) {
+            LinearAttentionGradients local = op.backward(q, k, v, decay, false, fwd.kvIn(), dO, null, null);
+            INDArray total = p == 1 ? local.dKvIn() : comm.allReduce(local.dKvIn());
+            return op.backward(q, k, v, decay, false, fwd.kvIn(), dO, total.sub(local.dKvIn()), null);
+        }
+        // Backwards along the chain: at step j member j hands the gradient of its incoming state to member j - 1.
+        LinearAttentionGradients g = me == p - 1
+                ? op.backward(q, k, v, decay, true, fwd.kvIn(), dO, null, fwd.local().cache()) : null;
+        for (int j = p - 1; j > 0; j--) {
+            if (me == j) {
+                comm.sendRecv(comm.group().previous(), g.dKvIn(), Communicator.NONE);
+            } else if (me == j - 1) {
+                INDArray dKvOut = comm.sendRecv(Communicator.NONE, null, comm.group().next());
+                g = op.backward(q, k, v, decay, true, fwd.kvIn(), dO, dKvOut, fwd.local().cache());
+            } else {
+                comm.sendRecv(Communicator.NONE, null, Communicator.NONE);
+            }
+        }
+        return g;
+    }
+}
