@@ -181,6 +181,44 @@ public final class Communicator {
         return allGatherAsync(array).join();
     }
 
+    // ---- allToAll -------------------------------------------------------------------------------------------
+
+    /**
+     * All-to-all (pairwise): member {@code i} sends {@code blocks.get(j)} to member {@code j} and ends with the
+     * block every member addressed to it; the sequence-to-head transpose of Ulysses. All sends are posted at once
+     * (step {@code s = 1 .. P-1}: to {@code i + s}, from {@code i - s}). Volume: {@code (P - 1) b} per member.
+     *
+     * @param blocks one array per member index; the entry for this member is returned as it is
+     * @return the blocks received, by sending member index
+     */
+    public CollectiveHandle<List<INDArray>> allToAllAsync(List<INDArray> blocks) {
+        if (blocks == null || blocks.size() != group.size()) {
+            throw new IllegalArgumentException("Communicator.allToAll on " + group + ": expected " + group.size()
+                    + " blocks, one per member, got " + (blocks == null ? "null" : blocks.size()));
+        }
+        blocks.forEach(b -> checkArray("allToAll", b));
+        return start("allToAll", ex -> {
+            int p = group.size();
+            int me = group.index();
+            INDArray[] out = new INDArray[p];
+            out[me] = blocks.get(me);
+            List<CompletableFuture<Void>> received = new ArrayList<>();
+            for (int s = 1; s < p; s++) {
+                int to = (me + s) % p;
+                int from = (me - s + p) % p;
+                ex.send(to, 0, blocks.get(to));
+                received.add(ex.receive(from, 0).thenAccept(a -> out[from] = a));
+            }
+            return CompletableFuture.allOf(received.toArray(new CompletableFuture<?>[0]))
+                    .thenApply(v -> java.util.Arrays.asList(out));
+        });
+    }
+
+    /** Blocking {@link #allToAllAsync}. */
+    public List<INDArray> allToAll(List<INDArray> blocks) {
+        return allToAllAsync(blocks).join();
+    }
+
     // ---- reduceScatter --------------------------------------------------------------------------------------
 
     /**

@@ -57,8 +57,9 @@ class CommunicatorProcessTest {
     @Test
     void everyWorkerExitsNamingTheRankThatDiedMidAllGather() throws Exception {
         Set<Path> before = aeronDirectories();
-        // Transport timeout 5 s; the launcher lets the others exit by themselves for up to 30 s before it stops them.
-        LaunchResult r = workers(4, "die", "2").env("ATTN4J_TIMEOUT_MS", "5000").stopGrace(Duration.ofSeconds(30))
+        // Transport timeout 5 s; the launcher stops any worker still running 10 s after the first failure (the
+        // timeout plus 5 s for detection and JVM exit), and the test below fails if it had to stop one.
+        LaunchResult r = workers(4, "die", "2").env("ATTN4J_TIMEOUT_MS", "5000").stopGrace(Duration.ofSeconds(10))
                 .build().run();
         removeCrashedDrivers(before);
         assertEquals(3, r.exitCode(), r + "\n" + output());

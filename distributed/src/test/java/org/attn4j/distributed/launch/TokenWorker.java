@@ -45,16 +45,30 @@ public final class TokenWorker {
     }
 
     private static int victim(AeronTransport t) throws Exception {
+        // The intruder's HELLO and its 5 poison arrays must all be dropped: wait for 6 drops.
         long deadline = System.nanoTime() + 30_000_000_000L;
-        while (t.droppedMessages() == 0 && System.nanoTime() < deadline) {
+        while (t.droppedMessages() < 6 && System.nanoTime() < deadline) {
             Thread.sleep(50);
         }
         long dropped = t.droppedMessages();
         t.send(1, GO_TAG, Nd4j.zeros(DataType.FLOAT, 1)).join();
         INDArray got = t.receive(1, DATA_TAG).join();
-        boolean ok = dropped > 0 && got.equals(genuine());
+        // Nothing else may be queued under the data tag: no poison got through before or after the genuine array.
+        boolean nothingElse;
+        try {
+            t.receive(1, DATA_TAG).get(2, java.util.concurrent.TimeUnit.SECONDS);
+            nothingElse = false;
+        } catch (java.util.concurrent.TimeoutException expected) {
+            nothingElse = true;
+        } catch (java.util.concurrent.ExecutionException e) {
+            // Rank 1 closes once it has sent; messages queued before its goodbye would still have been delivered.
+            nothingElse = e.getCause() instanceof org.attn4j.distributed.transport.PeerFailedException f
+                    && f.peerClosed();
+        }
+        boolean ok = dropped >= 6 && got.equals(genuine()) && nothingElse;
         System.out.println("VERDICT victim " + (ok ? "OK" : "FAIL") + ": dropped " + dropped + " foreign messages, "
-                + "received " + (got.equals(genuine()) ? "the genuine array" : "a wrong array " + got));
+                + "received " + (got.equals(genuine()) ? "the genuine array" : "a wrong array " + got)
+                + (nothingElse ? "" : " and another array after it"));
         t.receive(1, GO_TAG).join();                      // rank 1 leaves only after this
         return ok ? 0 : 1;
     }
