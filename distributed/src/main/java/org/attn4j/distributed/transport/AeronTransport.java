@@ -289,6 +289,11 @@ public final class AeronTransport implements Transport {
         return receiver.corruptMessages();
     }
 
+    /** DATA offers that Aeron refused with BACK_PRESSURED and the sender retried. */
+    public long backPressuredOffers() {
+        return sender.backPressuredOffers();
+    }
+
     /** DATA offers that Aeron refused and the sender retried (back pressure, admin action, not yet connected). */
     public long refusedOffers() {
         return sender.refusedOffers();
@@ -321,7 +326,7 @@ public final class AeronTransport implements Transport {
         }
     }
 
-    /** Makes the next chunk sent to {@code peer} carry a wrong checksum (test hook). */
+    /** Damages one payload byte of the next chunk sent to {@code peer} after its checksum is taken (test hook). */
     void corruptNextChunk(int peer) {
         sender.corruptNextChunk(peer);
     }

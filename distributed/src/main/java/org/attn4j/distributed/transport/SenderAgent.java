@@ -101,6 +101,7 @@ final class SenderAgent implements Agent {
             + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
     private final CountDownLatch goodbyeDone = new CountDownLatch(1);
     private final AtomicLong refusedOffers = new AtomicLong();
+    private final AtomicLong backPressured = new AtomicLong();
     private volatile boolean goodbyeRequested;
     private long goodbyeDeadlineNs;
     private int cursor;
@@ -186,6 +187,11 @@ final class SenderAgent implements Agent {
         while ((m = inbox.poll()) != null) {
             fail(m, closed(m, reason));
         }
+    }
+
+    /** DATA offers refused with BACK_PRESSURED (the receiver's window was full). */
+    long backPressuredOffers() {
+        return backPressured.get();
     }
 
     /** DATA offers refused with a retryable result (back pressure, admin action, not connected). */
@@ -290,6 +296,9 @@ final class SenderAgent implements Agent {
                 }
             } else if (retryable(result)) {
                 refusedOffers.incrementAndGet();
+                if (result == Publication.BACK_PRESSURED) {
+                    backPressured.incrementAndGet();
+                }
                 break;
             } else {
                 failLink(link, result, m.tag);
@@ -328,7 +337,16 @@ final class SenderAgent implements Agent {
             int checksum = (int) crc.getValue();
             if (link.corruptNextChunk) {
                 link.corruptNextChunk = false;
-                checksum ^= 0x5A5A5A5A;
+                if (m.chunkLength > 0) {
+                    // Damage the payload, as a bad link would: a copy of the chunk with one byte flipped goes on
+                    // the wire under the checksum of the true bytes (the caller's array stays untouched).
+                    byte[] damaged = new byte[m.chunkLength];
+                    m.bytes.slice((int) offset, m.chunkLength).get(damaged);
+                    damaged[damaged.length / 2] ^= 0x5A;
+                    link.payload.wrap(damaged);
+                } else {
+                    checksum ^= 0x5A5A5A5A;             // nothing to damage in an empty chunk
+                }
             }
             MessageDescriptor.putChecksum(link.header, checksum);
             m.chunkReady = true;
