@@ -43,7 +43,8 @@ final class ReferenceAttention {
                     double[] s = new double[nk];
                     double max = Double.NEGATIVE_INFINITY;
                     for (int j = 0; j < nk; j++) {
-                        boolean ok = mask.allows(qp[i], kp[j]) && (pad == null || pad.getDouble(b, j) != 0);
+                        boolean ok = visible(mask.isCausal(), mask.window(), qp[i], kp[j])
+                                && (pad == null || pad.getDouble(b, j) != 0);
                         s[j] = ok ? scale * dot(q[b][hh][i], k[b][hk][j]) : Double.NEGATIVE_INFINITY;
                         max = Math.max(max, s[j]);
                     }
@@ -81,6 +82,18 @@ final class ReferenceAttention {
                 }
             }
         }
+    }
+
+    /** The mask rules written out again, independently of {@link AttentionMask#allows}. */
+    static boolean visible(boolean causal, int window, int i, int j) {
+        if (causal && j > i) {
+            return false;
+        }
+        if (window == 0) {
+            return true;
+        }
+        int distance = causal ? i - j : Math.abs(i - j);
+        return distance < window;
     }
 
     static double dot(double[] a, double[] b) {
