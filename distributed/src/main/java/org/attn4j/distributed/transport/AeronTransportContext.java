@@ -242,7 +242,7 @@ public final class AeronTransportContext {
             return this;
         }
 
-        /** The job token shared by every rank. Required, not blank. */
+        /** The job token shared by every rank; required, {@link WorkerEnvironment#MIN_TOKEN_LENGTH}+ characters. */
         public Builder jobToken(String jobToken) {
             this.jobToken = jobToken;
             return this;
@@ -342,8 +342,10 @@ public final class AeronTransportContext {
             if (bindAddress == null || bindAddress.isBlank()) {
                 throw bad("bind address is empty");
             }
-            if (jobToken == null || jobToken.isBlank()) {
-                throw bad("job token is empty; every rank of a job needs the same non-empty token");
+            if (jobToken == null || jobToken.strip().length() < WorkerEnvironment.MIN_TOKEN_LENGTH) {
+                throw bad("job token has " + (jobToken == null ? 0 : jobToken.strip().length()) + " characters; "
+                        + "every rank of a job needs the same token of at least " + WorkerEnvironment.MIN_TOKEN_LENGTH
+                        + " (e.g. a random UUID)");
             }
             if (timeout == null || timeout.isNegative() || timeout.isZero()) {
                 throw bad("timeout is " + timeout + "; it must be positive");

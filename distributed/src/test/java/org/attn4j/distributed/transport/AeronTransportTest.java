@@ -34,6 +34,8 @@ import org.nd4j.linalg.factory.Nd4j;
 /** What only the Aeron transport has: its configuration, an external driver, its wire layout, send timeouts. */
 class AeronTransportTest {
 
+    private static final String TOKEN = "a-test-token-of-the-job";
+
     private static final List<String> ENDPOINTS = List.of("127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.1:40003");
 
     @Test
@@ -45,7 +47,7 @@ class AeronTransportTest {
                         1_000_000)).dirDeleteOnStart(true).dirDeleteOnShutdown(true))) {
             List<String> endpoints = freeEndpoints();
             AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(endpoints)
-                    .jobToken("external").aeronDirectory(driver.aeronDirectoryName());
+                    .jobToken(TOKEN).aeronDirectory(driver.aeronDirectoryName());
             try (AeronTransport t0 = new AeronTransport(b.rank(0).build());
                  AeronTransport t1 = new AeronTransport(b.rank(1).build())) {
                 assertFalse(t0.context().embeddedDriver());
@@ -75,7 +77,7 @@ class AeronTransportTest {
     @Timeout(30)
     void failsToStartWhenItsPortIsTaken() throws Exception {
         AeronTransportContext.Builder b = AeronTransportContext.builder().rank(0).endpoints(freeEndpoints())
-                .jobToken("port");
+                .jobToken(TOKEN);
         try (AeronTransport first = new AeronTransport(b.build())) {
             TransportException e = assertThrows(TransportException.class, () -> new AeronTransport(b.build()));
             assertTrue(e.getMessage().contains("rank 0") && e.getMessage().contains(first.context().endpoints()
@@ -144,15 +146,17 @@ class AeronTransportTest {
     @Test
     @Timeout(10)
     void rejectsInvalidSettingsNamingTheValue() {
-        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(ENDPOINTS).jobToken("t");
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(ENDPOINTS).jobToken(TOKEN);
         assertMessage("rank 3 is outside [0, 3)", () -> b.rank(3).build());
         b.rank(0);
-        assertMessage("job token is empty", () -> AeronTransportContext.builder().rank(0).endpoints(ENDPOINTS)
-                .jobToken(" ").build());
+        assertMessage("job token has 0 characters", () -> AeronTransportContext.builder().rank(0)
+                .endpoints(ENDPOINTS).jobToken(" ").build());
+        assertMessage("job token has 5 characters; every rank of a job needs the same token of at least 16",
+                () -> AeronTransportContext.builder().rank(0).endpoints(ENDPOINTS).jobToken("short").build());
         assertMessage("endpoint 'nohost' is not host:port", () -> AeronTransportContext.builder().rank(0)
-                .endpoints(List.of("nohost")).jobToken("t").build());
+                .endpoints(List.of("nohost")).jobToken(TOKEN).build());
         assertMessage("repeat an endpoint", () -> AeronTransportContext.builder().rank(0)
-                .endpoints(List.of("127.0.0.1:1", "127.0.0.1:1")).jobToken("t").build());
+                .endpoints(List.of("127.0.0.1:1", "127.0.0.1:1")).jobToken(TOKEN).build());
         assertMessage("max chunk bytes is 4194304", () -> b.maxChunkBytes(4 << 20).build());
         b.maxChunkBytes(1 << 20);
         assertMessage("term length is 1000", () -> b.termLength(1000).build());
@@ -160,7 +164,7 @@ class AeronTransportTest {
         assertMessage("heartbeat interval is 40000 ms", () -> b.heartbeatInterval(Duration.ofSeconds(40)).build());
         b.heartbeatInterval(null);
         assertEquals(1408, AeronTransportContext.builder().rank(0).endpoints(List.of("10.0.0.1:1", "10.0.0.2:1"))
-                .jobToken("t").build().mtu(), "hosts beyond loopback get Aeron's default MTU");
+                .jobToken(TOKEN).build().mtu(), "hosts beyond loopback get Aeron's default MTU");
     }
 
     @Test

@@ -124,7 +124,7 @@ final class TestCluster implements AutoCloseable {
         List<String> endpoints = new ArrayList<>(contexts[0].endpoints());
         endpoints.set(claimedRank, spareEndpoint);
         AeronTransport t = new AeronTransport(AeronTransportContext.builder().rank(claimedRank).endpoints(endpoints)
-                .jobToken("not-the-job-token").timeout(contexts[0].timeout()).build());
+                .jobToken("not-the-job-token-at-all").timeout(contexts[0].timeout()).build());
         extras.add(t);
         return t;
     }
