@@ -1,0 +1,120 @@
+package org.attn4j.distributed.sequence;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.linear.Decay;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * The bytes each worker sends, counted by the transport, equal the algorithms' communication formulas
+ * (docs/algorithms.md). B = 2, H = 8, Hkv = 4, N = 64, D = 8, float64, P = 4, so a q shard is
+ * {@code X_q = B H (N/P) D 8} bytes and a K or V shard {@code X_kv = B Hkv (N/P) D 8}.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class CommunicationVolumeTest {
+
+    private static final int P = 4;
+    private static final int B = 2;
+    private static final int H = 8;
+    private static final int HKV = 4;
+    private static final int N = 64;
+    private static final int D = 8;
+    private static final long W = Double.BYTES;
+    private static final long XQ = (long) B * H * (N / P) * D * W;
+    private static final long XKV = (long) B * HKV * (N / P) * D * W;
+
+    @Test
+    void ringSendsKvShardsForwardAndKvPlusGradientsBackward() throws Exception {
+        long[][] bytes = perWorker((t, in) -> {
+            Communicator c = Communicator.world(t);
+            RingAttention ring = new RingAttention(c, SequenceLayout.ZIGZAG, N, true, 0);
+            AttentionOutput o = ring.forward(in[0], in[1], in[2], 0.35);
+            long forward = c.bytesSent();
+            ring.backward(in[0], in[1], in[2], o, in[0], 0.35);
+            return new long[] {forward, c.bytesSent() - forward};
+        });
+        for (long[] b : bytes) {
+            assertEquals((P - 1) * 2 * XKV, b[0], "ring forward: (P-1) K/V shards");
+            assertEquals((P - 1) * 2 * XKV + P * 2 * XKV, b[1], "ring backward: (P-1) K/V shards + P dK/dV shards");
+        }
+    }
+
+    @Test
+    void ulyssesMovesTheShareOfOtherWorkersTwice() throws Exception {
+        long[][] bytes = perWorker((t, in) -> {
+            Communicator c = Communicator.world(t);
+            UlyssesAttention u = new UlyssesAttention(c, SequenceLayout.CONTIGUOUS, N, true, 0);
+            UlyssesAttention.Forward f = u.forward(in[0], in[1], in[2], 0.35);
+            long forward = c.bytesSent();
+            u.backward(f, in[0], 0.35);
+            return new long[] {forward, c.bytesSent() - forward};
+        });
+        long lse = (long) B * H * (N / P) * W;
+        for (long[] b : bytes) {
+            // in: q, k, v to head shards; out: O and LSE back to sequence shards; (P-1)/P of each leaves
+            assertEquals((P - 1) * (XQ + 2 * XKV + XQ + lse) / P, b[0], "Ulysses forward");
+            // in: dO; out: dQ, dK, dV
+            assertEquals((P - 1) * (XQ + XQ + 2 * XKV) / P, b[1], "Ulysses backward");
+        }
+    }
+
+    @Test
+    void laspPassesOneStatePerHeadAlongTheChain() throws Exception {
+        long state = (long) B * H * D * D * W;
+        long[][] bytes = perWorker((t, in) -> {
+            Communicator c = Communicator.world(t);
+            LaspAttention lasp = new LaspAttention(c, Decay.of(0.9), true);
+            LaspAttention.Forward f = lasp.forward(in[0], in[1], in[2]);
+            long forward = c.bytesSent();
+            lasp.backward(in[0], in[1], in[2], f, in[0]);
+            return new long[] {forward, c.bytesSent() - forward};
+        });
+        for (int r = 0; r < P; r++) {
+            assertEquals(r < P - 1 ? state : 0, bytes[r][0], "LASP forward, rank " + r + ": kv to the next");
+            assertEquals(r > 0 ? state : 0, bytes[r][1], "LASP backward, rank " + r + ": dKV to the previous");
+        }
+    }
+
+    interface Body {
+        long[] run(Transport t, INDArray[] qkv) throws Exception;
+    }
+
+    private static long[][] perWorker(Body body) throws Exception {
+        List<InJvmTransport> transports = InJvmTransport.group(P, Duration.ofSeconds(20));
+        ExecutorService pool = Executors.newFixedThreadPool(P);
+        try {
+            List<Future<long[]>> futures = new ArrayList<>();
+            for (Transport t : transports) {
+                INDArray[] in = {
+                    Nd4j.rand(DataType.DOUBLE, B, H, N / P, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / P, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / P, D)};
+                futures.add(pool.submit(() -> body.run(t, in)));
+            }
+            long[][] out = new long[P][];
+            for (int r = 0; r < P; r++) {
+                out[r] = futures.get(r).get(30, TimeUnit.SECONDS);
+            }
+            return out;
+        } finally {
+            pool.shutdownNow();
+            transports.forEach(Transport::close);
+        }
+    }
+}
