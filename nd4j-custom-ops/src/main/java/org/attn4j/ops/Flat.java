@@ -23,6 +23,10 @@ public final class Flat {
         if (a.isView() || a.offset() != 0) {
             throw new IllegalStateException("Flat: needs a plain array, got a view");
         }
+        if (a.length() > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("Flat: " + a.length() + " elements; NIO buffers index at most "
+                    + Integer.MAX_VALUE);
+        }
         var bytes = a.data().asNio().order(ByteOrder.nativeOrder());
         if (a.dataType() == DataType.FLOAT) {
             f = bytes.asFloatBuffer();
