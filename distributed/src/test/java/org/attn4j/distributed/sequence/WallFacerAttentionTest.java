@@ -1,0 +1,141 @@
+package org.attn4j.distributed.sequence;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.FlashAttention;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/** WallFacer attention on P in-JVM workers (teams of C) equals single-device flash attention. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class WallFacerAttentionTest {
+
+    static Stream<Arguments> cases() {
+        List<Arguments> a = new ArrayList<>();
+        int[][] pc = {{1, 1}, {2, 1}, {4, 1}, {4, 2}, {8, 2}, {9, 3}, {8, 1}};
+        for (int[] x : pc) {
+            a.add(Arguments.of(x[0], x[1], SequenceLayout.ZIGZAG, true, 0));
+            a.add(Arguments.of(x[0], x[1], SequenceLayout.CONTIGUOUS, false, 0));
+        }
+        a.add(Arguments.of(8, 2, SequenceLayout.STRIPED, true, 21));
+        return a.stream();
+    }
+
+    @ParameterizedTest(name = "P={0} C={1} {2} causal={3} window={4}")
+    @MethodSource("cases")
+    void matchesSingleDeviceAttention(int p, int c, SequenceLayout layout, boolean causal, int window)
+            throws Exception {
+        check(p, c, layout, causal, window, DataType.DOUBLE, 1e-12, 100L * p + 10L * c + layout.ordinal());
+    }
+
+    @Test
+    void matchesSingleDeviceAttentionInFloat32() throws Exception {
+        check(8, 2, SequenceLayout.ZIGZAG, true, 0, DataType.FLOAT, 1e-5, 7);
+    }
+
+    @Test
+    void refusesATeamSizeWhoseSquareDoesNotDivideP() {
+        List<InJvmTransport> ts = InJvmTransport.group(6, java.time.Duration.ofSeconds(5));
+        try {
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> new WallFacerAttention(ts.get(0), 2, SequenceLayout.ZIGZAG, 144, true, 0));
+            assertTrue(e.getMessage().contains("C^2 must divide P"), e.getMessage());
+        } finally {
+            ts.forEach(Transport::close);
+        }
+    }
+
+    private static void check(int p, int c, SequenceLayout layout, boolean causal, int window, DataType type,
+                              double tol, long seed) throws Exception {
+        int n = 144;
+        int d = 8;
+        INDArray q = randn(seed, type, 2, 4, n, d);
+        INDArray k = randn(seed + 1, type, 2, 2, n, d);
+        INDArray v = randn(seed + 2, type, 2, 2, n, d);
+        INDArray g = randn(seed + 3, type, 2, 4, n, d);
+        double scale = FlashAttention.defaultScale(d);
+        AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
+        AttentionOutput whole = FlashAttention.defaults().forward(q, k, v, mask, scale);
+        AttentionGradients wholeGrad = FlashAttention.defaults().backward(q, k, v, whole.output(), whole.lse(), g,
+                mask, scale);
+
+        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
+        ExecutorService pool = Executors.newFixedThreadPool(p);
+        try {
+            List<Future<INDArray[]>> results = new ArrayList<>();
+            for (Transport t : transports) {
+                results.add(pool.submit(() -> {
+                    WallFacerAttention ring = new WallFacerAttention(t, c, layout, n, causal, window);
+                    int r = t.rank();
+                    INDArray lq = layout.shard(q, r, p);
+                    INDArray lk = layout.shard(k, r, p);
+                    INDArray lv = layout.shard(v, r, p);
+                    AttentionOutput out = ring.forward(lq, lk, lv, scale);
+                    AttentionGradients grad = ring.backward(lq, lk, lv, out, layout.shard(g, r, p), scale);
+                    return new INDArray[] {out.output(), out.lse(), grad.dq(), grad.dk(), grad.dv()};
+                }));
+            }
+            INDArray[][] parts = new INDArray[5][p];
+            for (int r = 0; r < p; r++) {
+                INDArray[] res = results.get(r).get(60, TimeUnit.SECONDS);
+                for (int i = 0; i < 5; i++) {
+                    parts[i][r] = res[i];
+                }
+            }
+            String ctx = "P=" + p + " C=" + c + " " + layout + " causal=" + causal + " window=" + window + " " + type + " seed "
+                    + seed;
+            assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
+            assertClose("LSE", layout.unshard(parts[1]), whole.lse(), tol, ctx);
+            assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), tol, ctx);
+            assertClose("dK", layout.unshard(parts[3]), wholeGrad.dk(), tol, ctx);
+            assertClose("dV", layout.unshard(parts[4]), wholeGrad.dv(), tol, ctx);
+        } finally {
+            pool.shutdownNow();
+            transports.forEach(Transport::close);
+        }
+    }
+
+    private static INDArray randn(long seed, DataType type, long... shape) {
+        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);
+    }
+
+    private static void assertClose(String what, INDArray actual, INDArray expected, double tol, String ctx) {
+        double[] a = actual.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+        double[] e = expected.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+        assertTrue(a.length == e.length, what + " length " + a.length + " vs " + e.length);
+        double diff = 0;
+        double ref = 0;
+        for (int i = 0; i < e.length; i++) {
+            if (Double.isInfinite(e[i]) && a[i] == e[i]) {
+                continue;
+            }
+            diff = Math.max(diff, Math.abs(a[i] - e[i]));
+            ref = Math.max(ref, Math.abs(e[i]));
+        }
+        double err = ref == 0 ? diff : diff / ref;
+        if (!(err <= tol)) {
+            fail(what + ": relative error " + err + " > " + tol + " (" + ctx + ")");
+        }
+    }
+}
