@@ -103,8 +103,8 @@ class WallFacerAttentionTest {
                     parts[i][r] = res[i];
                 }
             }
-            String ctx = "P=" + p + " C=" + c + " " + layout + " causal=" + causal + " window=" + window + " " + type + " seed "
-                    + seed;
+            String ctx = "P=" + p + " C=" + c + " " + layout + " causal=" + causal + " window=" + window + " " + type
+                    + " seed " + seed;
             assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
             assertClose("LSE", layout.unshard(parts[1]), whole.lse(), tol, ctx);
             assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), tol, ctx);
