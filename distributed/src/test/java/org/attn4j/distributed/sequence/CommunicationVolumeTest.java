@@ -91,6 +91,29 @@ class CommunicationVolumeTest {
         }
     }
 
+    @Test
+    void attention2dSendsOrderNOverSqrtPPerWorker() throws Exception {
+        int g = 2;                                   // P = 4: a 2 x 2 grid
+        long lse = (long) B * H * (N / P) * W;
+        long[][] bytes = perWorker((t, in) -> {
+            Attention2D a = new Attention2D(t, N, true, 0);
+            long start = t.traffic().total();
+            Attention2D.Forward f = a.forward(in[0], in[1], in[2], 0.35);
+            long forward = t.traffic().total() - start;
+            a.backward(in[0], f, in[0], 0.35);
+            return new long[] {forward, t.traffic().total() - start - forward};
+        });
+        for (int w = 0; w < P; w++) {
+            boolean diagonal = w % g == w / g;       // p(r, r) transposes with itself: nothing leaves
+            long transpose = diagonal ? 0 : 2 * XKV;
+            // row all-gather of q, column all-gather of k and v, row reduce-scatter of (O, LSE)
+            assertEquals(transpose + (g - 1) * (XQ + 2 * XKV + XQ + lse), bytes[w][0], "ATTENTION2D forward, " + w);
+            // row all-gather of q, O, dO, LSE; column all-gather of k, v; reduce-scatters of dQ, dK, dV; transpose
+            assertEquals((g - 1) * (3 * XQ + lse + 2 * XKV + XQ + 2 * XKV) + transpose, bytes[w][1],
+                    "ATTENTION2D backward, " + w);
+        }
+    }
+
     interface Body {
         long[] run(Transport t, INDArray[] qkv) throws Exception;
     }
