@@ -1,19 +1,14 @@
 package org.attn4j.distributed.sequence;
 
-import static org.junit.jupiter.api.Assertions.fail;
+import static org.attn4j.distributed.sequence.SequenceTesting.assertClose;
+import static org.attn4j.distributed.sequence.SequenceTesting.randn;
 
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
@@ -24,7 +19,6 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /** LASP on P in-JVM workers equals single-device linear attention on the same seeded inputs. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -56,57 +50,21 @@ class LaspAttentionTest {
         LinearAttentionGradients wholeGrad = op.backward(q, k, v, decay, causal, null, g, null, whole.cache());
 
         SequenceLayout layout = SequenceLayout.CONTIGUOUS;
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(p);
-        try {
-            List<Future<INDArray[]>> results = new ArrayList<>();
-            for (Transport t : transports) {
-                results.add(pool.submit(() -> {
-                    LaspAttention lasp = new LaspAttention(Communicator.world(t), decay, causal);
-                    int r = t.rank();
-                    INDArray lq = layout.shard(q, r, p);
-                    INDArray lk = layout.shard(k, r, p);
-                    INDArray lv = layout.shard(v, r, p);
-                    LaspAttention.Forward f = lasp.forward(lq, lk, lv);
-                    LinearAttentionGradients lg = lasp.backward(lq, lk, lv, f, layout.shard(g, r, p));
-                    return new INDArray[] {f.output(), lg.dq(), lg.dk(), lg.dv()};
-                }));
-            }
-            INDArray[][] parts = new INDArray[4][p];
-            for (int r = 0; r < p; r++) {
-                INDArray[] res = results.get(r).get(60, TimeUnit.SECONDS);
-                for (int i = 0; i < 4; i++) {
-                    parts[i][r] = res[i];
-                }
-            }
-            double tol = type == DataType.DOUBLE ? 1e-12 : 1e-5;
-            String ctx = "P=" + p + " causal=" + causal + " " + type + " seed " + seed;
-            assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
-            assertClose("dQ", layout.unshard(parts[1]), wholeGrad.dq(), tol, ctx);
-            assertClose("dK", layout.unshard(parts[2]), wholeGrad.dk(), tol, ctx);
-            assertClose("dV", layout.unshard(parts[3]), wholeGrad.dv(), tol, ctx);
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
-        }
-    }
-
-    private static INDArray randn(long seed, DataType type, long... shape) {
-        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);
-    }
-
-    private static void assertClose(String what, INDArray actual, INDArray expected, double tol, String ctx) {
-        double[] a = actual.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-        double[] e = expected.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-        double diff = 0;
-        double ref = 0;
-        for (int i = 0; i < e.length; i++) {
-            diff = Math.max(diff, Math.abs(a[i] - e[i]));
-            ref = Math.max(ref, Math.abs(e[i]));
-        }
-        double err = ref == 0 ? diff : diff / ref;
-        if (!(err <= tol) || a.length != e.length) {
-            fail(what + ": relative error " + err + " > " + tol + " (" + ctx + ")");
-        }
+        INDArray[][] parts = SequenceTesting.onRanks(p, t -> {
+            LaspAttention lasp = new LaspAttention(Communicator.world(t), decay, causal);
+            int r = t.rank();
+            INDArray lq = layout.shard(q, r, p);
+            INDArray lk = layout.shard(k, r, p);
+            INDArray lv = layout.shard(v, r, p);
+            LaspAttention.Forward f = lasp.forward(lq, lk, lv);
+            LinearAttentionGradients lg = lasp.backward(lq, lk, lv, f, layout.shard(g, r, p));
+            return new INDArray[] {f.output(), lg.dq(), lg.dk(), lg.dv()};
+        });
+        double tol = type == DataType.DOUBLE ? 1e-12 : 1e-5;
+        String ctx = "P=" + p + " causal=" + causal + " " + type + " seed " + seed;
+        assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
+        assertClose("dQ", layout.unshard(parts[1]), wholeGrad.dq(), tol, ctx);
+        assertClose("dK", layout.unshard(parts[2]), wholeGrad.dk(), tol, ctx);
+        assertClose("dV", layout.unshard(parts[3]), wholeGrad.dv(), tol, ctx);
     }
 }

@@ -1,21 +1,15 @@
 package org.attn4j.distributed.sequence;
 
+import static org.attn4j.distributed.sequence.SequenceTesting.assertClose;
+import static org.attn4j.distributed.sequence.SequenceTesting.randn;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -27,7 +21,6 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /** Ulysses on P in-JVM workers equals single-device flash attention on the same seeded inputs. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -52,16 +45,16 @@ class UlyssesAttentionTest {
             throws Exception {
         long seed = 31L * p + h + hkv;
         int n = 48;
-        INDArray q = randn(seed, 2, h, n, 8);
-        INDArray k = randn(seed + 1, 2, hkv, n, 8);
-        INDArray v = randn(seed + 2, 2, hkv, n, 8);
-        INDArray g = randn(seed + 3, 2, h, n, 8);
+        INDArray q = randn(seed, DataType.DOUBLE, 2, h, n, 8);
+        INDArray k = randn(seed + 1, DataType.DOUBLE, 2, hkv, n, 8);
+        INDArray v = randn(seed + 2, DataType.DOUBLE, 2, hkv, n, 8);
+        INDArray g = randn(seed + 3, DataType.DOUBLE, 2, h, n, 8);
         double scale = FlashAttention.defaultScale(8);
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
         AttentionOutput whole = FlashAttention.defaults().forward(q, k, v, mask, scale);
         AttentionGradients wholeGrad = FlashAttention.defaults().backward(q, k, v, whole.output(), whole.lse(), g,
                 mask, scale);
-        INDArray[][] parts = run(p, t -> {
+        INDArray[][] parts = SequenceTesting.onRanks(p, t -> {
             UlyssesAttention u = new UlyssesAttention(Communicator.world(t), layout, n, causal, window);
             int r = t.rank();
             UlyssesAttention.Forward f = u.forward(layout.shard(q, r, p), layout.shard(k, r, p),
@@ -70,19 +63,19 @@ class UlyssesAttentionTest {
             return new INDArray[] {f.local().output(), f.local().lse(), lg.dq(), lg.dk(), lg.dv()};
         });
         String ctx = "P=" + p + " H=" + h + " Hkv=" + hkv + " " + layout + " causal=" + causal + " seed " + seed;
-        assertClose("O", layout.unshard(parts[0]), whole.output(), ctx);
-        assertClose("LSE", layout.unshard(parts[1]), whole.lse(), ctx);
-        assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), ctx);
-        assertClose("dK", layout.unshard(parts[3]), wholeGrad.dk(), ctx);
-        assertClose("dV", layout.unshard(parts[4]), wholeGrad.dv(), ctx);
+        assertClose("O", layout.unshard(parts[0]), whole.output(), 1e-12, ctx);
+        assertClose("LSE", layout.unshard(parts[1]), whole.lse(), 1e-12, ctx);
+        assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), 1e-12, ctx);
+        assertClose("dK", layout.unshard(parts[3]), wholeGrad.dk(), 1e-12, ctx);
+        assertClose("dV", layout.unshard(parts[4]), wholeGrad.dv(), 1e-12, ctx);
     }
 
     @Test
     void refusesMoreWorkersThanKvHeadsWithAClearMessage() throws Exception {
-        INDArray q = randn(1, 1, 4, 8, 8);
-        INDArray k = randn(2, 1, 2, 8, 8);
+        INDArray q = randn(1, DataType.DOUBLE, 1, 4, 8, 8);
+        INDArray k = randn(2, DataType.DOUBLE, 1, 2, 8, 8);
         try {
-            run(4, t -> {
+            SequenceTesting.onRanks(4, t -> {
                 SequenceLayout c = SequenceLayout.CONTIGUOUS;
                 new UlyssesAttention(Communicator.world(t), c, 8, true, 0).forward(c.shard(q, t.rank(), 4),
                         c.shard(k, t.rank(), 4), c.shard(k, t.rank(), 4), 0.3);
@@ -95,58 +88,5 @@ class UlyssesAttentionTest {
         }
     }
 
-    interface Body {
-        INDArray[] run(Transport t) throws Exception;
-    }
-
     /** Runs {@code body} on every in-JVM rank; results by [output][rank]. */
-    private static INDArray[][] run(int p, Body body) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(p);
-        try {
-            List<Future<INDArray[]>> futures = new ArrayList<>();
-            for (Transport t : transports) {
-                futures.add(pool.submit(() -> body.run(t)));
-            }
-            INDArray[][] parts = null;
-            for (int r = 0; r < p; r++) {
-                INDArray[] res = futures.get(r).get(60, TimeUnit.SECONDS);
-                if (res == null) {
-                    continue;
-                }
-                if (parts == null) {
-                    parts = new INDArray[res.length][p];
-                }
-                for (int i = 0; i < res.length; i++) {
-                    parts[i][r] = res[i];
-                }
-            }
-            return parts;
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
-        }
-    }
-
-    private static INDArray randn(long seed, long... shape) {
-        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(DataType.DOUBLE);
-    }
-
-    private static void assertClose(String what, INDArray actual, INDArray expected, String ctx) {
-        double[] a = actual.dup('c').data().asDouble();
-        double[] e = expected.dup('c').data().asDouble();
-        double diff = 0;
-        double ref = 0;
-        for (int i = 0; i < e.length; i++) {
-            if (Double.isInfinite(e[i]) && a[i] == e[i]) {
-                continue;
-            }
-            diff = Math.max(diff, Math.abs(a[i] - e[i]));
-            ref = Math.max(ref, Math.abs(e[i]));
-        }
-        double err = ref == 0 ? diff : diff / ref;
-        if (!(err <= 1e-12) || a.length != e.length) {
-            fail(what + ": relative error " + err + " > 1e-12 (" + ctx + ")");
-        }
-    }
 }

@@ -1,14 +1,12 @@
 package org.attn4j.distributed.sequence;
 
+import static org.attn4j.distributed.sequence.SequenceTesting.assertClose;
+import static org.attn4j.distributed.sequence.SequenceTesting.randn;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -25,7 +23,6 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /** WallFacer attention on P in-JVM workers (teams of C) equals single-device flash attention. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -80,62 +77,22 @@ class WallFacerAttentionTest {
         AttentionGradients wholeGrad = FlashAttention.defaults().backward(q, k, v, whole.output(), whole.lse(), g,
                 mask, scale);
 
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(p);
-        try {
-            List<Future<INDArray[]>> results = new ArrayList<>();
-            for (Transport t : transports) {
-                results.add(pool.submit(() -> {
-                    WallFacerAttention ring = new WallFacerAttention(t, c, layout, n, causal, window);
-                    int r = t.rank();
-                    INDArray lq = layout.shard(q, r, p);
-                    INDArray lk = layout.shard(k, r, p);
-                    INDArray lv = layout.shard(v, r, p);
-                    AttentionOutput out = ring.forward(lq, lk, lv, scale);
-                    AttentionGradients grad = ring.backward(lq, lk, lv, out, layout.shard(g, r, p), scale);
-                    return new INDArray[] {out.output(), out.lse(), grad.dq(), grad.dk(), grad.dv()};
-                }));
-            }
-            INDArray[][] parts = new INDArray[5][p];
-            for (int r = 0; r < p; r++) {
-                INDArray[] res = results.get(r).get(60, TimeUnit.SECONDS);
-                for (int i = 0; i < 5; i++) {
-                    parts[i][r] = res[i];
-                }
-            }
-            String ctx = "P=" + p + " C=" + c + " " + layout + " causal=" + causal + " window=" + window + " " + type
-                    + " seed " + seed;
-            assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
-            assertClose("LSE", layout.unshard(parts[1]), whole.lse(), tol, ctx);
-            assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), tol, ctx);
-            assertClose("dK", layout.unshard(parts[3]), wholeGrad.dk(), tol, ctx);
-            assertClose("dV", layout.unshard(parts[4]), wholeGrad.dv(), tol, ctx);
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
-        }
-    }
-
-    private static INDArray randn(long seed, DataType type, long... shape) {
-        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);
-    }
-
-    private static void assertClose(String what, INDArray actual, INDArray expected, double tol, String ctx) {
-        double[] a = actual.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-        double[] e = expected.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-        assertTrue(a.length == e.length, what + " length " + a.length + " vs " + e.length);
-        double diff = 0;
-        double ref = 0;
-        for (int i = 0; i < e.length; i++) {
-            if (Double.isInfinite(e[i]) && a[i] == e[i]) {
-                continue;
-            }
-            diff = Math.max(diff, Math.abs(a[i] - e[i]));
-            ref = Math.max(ref, Math.abs(e[i]));
-        }
-        double err = ref == 0 ? diff : diff / ref;
-        if (!(err <= tol)) {
-            fail(what + ": relative error " + err + " > " + tol + " (" + ctx + ")");
-        }
+        INDArray[][] parts = SequenceTesting.onRanks(p, t -> {
+            WallFacerAttention ring = new WallFacerAttention(t, c, layout, n, causal, window);
+            int r = t.rank();
+            INDArray lq = layout.shard(q, r, p);
+            INDArray lk = layout.shard(k, r, p);
+            INDArray lv = layout.shard(v, r, p);
+            AttentionOutput out = ring.forward(lq, lk, lv, scale);
+            AttentionGradients grad = ring.backward(lq, lk, lv, out, layout.shard(g, r, p), scale);
+            return new INDArray[] {out.output(), out.lse(), grad.dq(), grad.dk(), grad.dv()};
+        });
+        String ctx = "P=" + p + " C=" + c + " " + layout + " causal=" + causal + " window=" + window + " " + type
+                + " seed " + seed;
+        assertClose("O", layout.unshard(parts[0]), whole.output(), tol, ctx);
+        assertClose("LSE", layout.unshard(parts[1]), whole.lse(), tol, ctx);
+        assertClose("dQ", layout.unshard(parts[2]), wholeGrad.dq(), tol, ctx);
+        assertClose("dK", layout.unshard(parts[3]), wholeGrad.dk(), tol, ctx);
+        assertClose("dV", layout.unshard(parts[4]), wholeGrad.dv(), tol, ctx);
     }
 }
