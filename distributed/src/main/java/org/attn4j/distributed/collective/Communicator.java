@@ -378,6 +378,13 @@ public final class Communicator {
 
     private <T> CollectiveHandle<T> start(String name, Function<Exchange<T>, CompletableFuture<T>> schedule) {
         Throwable failed = failure;
+        if (failed instanceof PeerFailedException notice) {
+            // Another member reported a dead rank before this call began: the call fails as a call in flight
+            // would, naming that rank, and sends nothing.
+            String description = name + " (channel " + channel + ") on " + group;
+            return new CollectiveHandle<>(description, CompletableFuture.failedFuture(
+                    new CollectiveException(description + ": " + notice.getMessage(), notice)), () -> 0L);
+        }
         if (failed != null) {
             throw new IllegalStateException("Communicator on " + group + " (channel " + channel + ") has failed, "
                     + "so the members may be out of step; no further calls. The failure: " + failed.getMessage(),

@@ -76,6 +76,17 @@ class CommunicatorFailureTest {
     }
 
     @Test
+    void aCallMadeAfterAFailureNoticeFailsNamingTheDeadRank() {
+        // The notice can arrive before a member starts its next call (the race the test above may meet).
+        Transport[] t = transports(3, Duration.ofSeconds(5));
+        Communicator c = Communicator.world(t[0]);
+        c.failedElsewhere(new PeerFailedException(0, 2, -1, "rank 1 reported that rank 2 failed"));
+        CollectiveException e = assertThrows(CollectiveException.class, c::barrier);
+        assertEquals(2, assertInstanceOf(PeerFailedException.class, e.getCause()).peer());
+        assertTrue(e.getMessage().contains("rank 2 failed"), e.getMessage());
+    }
+
+    @Test
     void refusesBlocksThatDoNotMatchTheGroup() {
         Transport[] t = transports(2, Duration.ofSeconds(1));
         Communicator c = Communicator.world(t[0]);
