@@ -34,7 +34,7 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
-public final class Attention2D {
+public final class Attention2D implements SequenceParallelAttention<Attention2D.Forward> {
 
     private final int grid;
     private final int row;
@@ -49,7 +49,16 @@ public final class Attention2D {
     private final int[] columnKeys;
 
     /** What the backward pass needs. */
-    public record Forward(AttentionOutput local, INDArray kt, INDArray vt) {
+    public record Forward(AttentionOutput local, INDArray kt, INDArray vt) implements SequenceParallelAttention.Pass {
+        @Override
+        public INDArray output() {
+            return local.output();
+        }
+
+        @Override
+        public INDArray lse() {
+            return local.lse();
+        }
     }
 
     /**
@@ -92,6 +101,7 @@ public final class Attention2D {
     }
 
     /** The forward pass on this worker's striped shards {@code [B, H, N/P, D]}, {@code [B, Hkv, N/P, D]}. */
+    @Override
     public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int transposed = columnMajor(column, row);
         INDArray kv = world.sendRecv(transposed, Nd4j.stack(0, k, v), transposed);
@@ -112,7 +122,8 @@ public final class Attention2D {
     }
 
     /** The backward pass for this worker's {@code dO}, given its forward result. */
-    public AttentionGradients backward(INDArray q, Forward f, INDArray dO, double scale) {
+    @Override
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward f, INDArray dO, double scale) {
         INDArray qg = gather(rowComm, q);
         INDArray og = gather(rowComm, f.local().output());
         INDArray dog = gather(rowComm, dO);

@@ -1,6 +1,7 @@
 package org.attn4j.distributed.sequence;
 
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
@@ -22,7 +23,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
-public final class LaspAttention {
+public final class LaspAttention implements SequenceParallelAttention<LaspAttention.Forward> {
 
     private final Communicator comm;
     private final Decay decay;
@@ -42,11 +43,41 @@ public final class LaspAttention {
     }
 
     /** This worker's output and the cache its backward pass needs. */
-    public record Forward(LinearAttentionOutput local, INDArray kvIn) {
+    public record Forward(LinearAttentionOutput local, INDArray kvIn) implements SequenceParallelAttention.Pass {
         /** The local output {@code [B, H, N/P, D]}. */
+        @Override
         public INDArray output() {
             return local.output();
         }
+
+        /** Linear attention has no softmax: null. */
+        @Override
+        public INDArray lse() {
+            return null;
+        }
+    }
+
+    /**
+     * The forward pass of linear attention with scaled queries, {@code (scale q)} in place of {@code q}.
+     *
+     * @param scale the query scale; 1 is {@link #forward(INDArray, INDArray, INDArray)}
+     */
+    @Override
+    public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
+        return forward(scaled(q, scale), k, v);
+    }
+
+    /** The backward pass of {@link #forward(INDArray, INDArray, INDArray, double)}; dQ includes the scale. */
+    @Override
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward forward, INDArray dO,
+                                       double scale) {
+        LinearAttentionGradients g = backward(scaled(q, scale), k, v, forward, dO);
+        INDArray dq = scale == 1.0 ? g.dq() : g.dq().muli(scale);
+        return new AttentionGradients(dq, g.dk(), g.dv());
+    }
+
+    private static INDArray scaled(INDArray q, double scale) {
+        return scale == 1.0 ? q : q.mul(scale);
     }
 
     /**

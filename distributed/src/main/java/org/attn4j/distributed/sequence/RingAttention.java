@@ -28,7 +28,21 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *
  * <p>Not thread-safe; one instance per worker and sequence group, calls in the same order on every member.
  */
-public final class RingAttention {
+public final class RingAttention implements SequenceParallelAttention<RingAttention.Forward> {
+
+    /** This worker's rows of the result; the backward pass needs nothing else. */
+    public record Forward(AttentionOutput local) implements SequenceParallelAttention.Pass {
+        @Override
+        public INDArray output() {
+            return local.output();
+        }
+
+        @Override
+        public INDArray lse() {
+            return local.lse();
+        }
+    }
+
 
     private final Communicator comm;
     private final SequenceLayout layout;
@@ -61,7 +75,8 @@ public final class RingAttention {
      * @param scale score scale
      * @return this worker's {@code (O, LSE)}, equal to the rows of single-device attention it holds
      */
-    public AttentionOutput forward(INDArray q, INDArray k, INDArray v, double scale) {
+    @Override
+    public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int p = comm.group().size();
         int me = comm.group().index();
         int[] qPos = positions(me);
@@ -87,7 +102,7 @@ public final class RingAttention {
                     Nd4j.valueArrayOf(new long[] {q.size(0), q.size(1), q.size(2)}, Double.NEGATIVE_INFINITY,
                             q.dataType()));
         }
-        return acc;
+        return new Forward(acc);
     }
 
     /**
@@ -97,8 +112,8 @@ public final class RingAttention {
      * @param dO  gradient with respect to the local output
      * @return local dQ, dK, dV
      */
-    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, AttentionOutput out, INDArray dO,
-                                       double scale) {
+    @Override
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward out, INDArray dO, double scale) {
         int p = comm.group().size();
         int me = comm.group().index();
         int[] qPos = positions(me);

@@ -27,7 +27,7 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
-public final class UlyssesAttention {
+public final class UlyssesAttention implements SequenceParallelAttention<UlyssesAttention.Forward> {
 
     private final Communicator comm;
     private final SequenceLayout layout;
@@ -36,7 +36,17 @@ public final class UlyssesAttention {
     private final FlashAttention flash = FlashAttention.defaults();
 
     /** What the backward pass needs: this worker's head-sharded inputs and result. */
-    public record Forward(AttentionOutput local, INDArray q, INDArray k, INDArray v, AttentionOutput heads) {
+    public record Forward(AttentionOutput local, INDArray q, INDArray k, INDArray v, AttentionOutput heads)
+            implements SequenceParallelAttention.Pass {
+        @Override
+        public INDArray output() {
+            return local.output();
+        }
+
+        @Override
+        public INDArray lse() {
+            return local.lse();
+        }
     }
 
     /**
@@ -64,6 +74,7 @@ public final class UlyssesAttention {
      *
      * @throws IllegalArgumentException if P does not divide H and Hkv
      */
+    @Override
     public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int p = comm.group().size();
         if (q.size(1) % p != 0 || k.size(1) % p != 0) {
@@ -80,7 +91,8 @@ public final class UlyssesAttention {
     }
 
     /** The backward pass for this worker's output gradient {@code dO [B, H, N/P, D]}. */
-    public AttentionGradients backward(Forward f, INDArray dO, double scale) {
+    @Override
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward f, INDArray dO, double scale) {
         AttentionGradients g = flash.backward(f.q(), f.k(), f.v(), f.heads().output(), f.heads().lse(), toHeads(dO),
                 mask, scale);
         return new AttentionGradients(toSequence(g.dq()), toSequence(g.dk()), toSequence(g.dv()));

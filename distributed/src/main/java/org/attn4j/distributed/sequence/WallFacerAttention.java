@@ -38,7 +38,7 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
-public final class WallFacerAttention {
+public final class WallFacerAttention implements SequenceParallelAttention<RingAttention.Forward> {
 
     private final int c;
     private final int teams;
@@ -86,7 +86,8 @@ public final class WallFacerAttention {
     }
 
     /** The forward pass on this worker's shards; returns its (O, LSE) and keeps nothing. */
-    public AttentionOutput forward(INDArray q, INDArray k, INDArray v, double scale) {
+    @Override
+    public RingAttention.Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         INDArray qTeam = gather(q);
         INDArray kvTeam = Nd4j.stack(0, gather(k), gather(v));
         int[] source = {initialSource()};
@@ -107,11 +108,12 @@ public final class WallFacerAttention {
             blocks.add(new INDArray[] {rows(acc.output(), j), rows(acc.lse(), j)});
         }
         INDArray[] mine = teamComm.reduceScatter(Reduction.attentionMerge(), blocks);
-        return new AttentionOutput(mine[0], mine[1]);
+        return new RingAttention.Forward(new AttentionOutput(mine[0], mine[1]));
     }
 
     /** The backward pass for this worker's {@code dO}, given its forward result. */
-    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, AttentionOutput out, INDArray dO,
+    @Override
+    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, RingAttention.Forward out, INDArray dO,
                                        double scale) {
         INDArray qTeam = gather(q);
         INDArray oTeam = gather(out.output());

@@ -59,7 +59,7 @@ class Attention2DTest {
             int r = t.rank();
             INDArray lq = cyclic.shard(q, r, p);
             Attention2D.Forward f = a2d.forward(lq, cyclic.shard(k, r, p), cyclic.shard(v, r, p), scale);
-            AttentionGradients lg = a2d.backward(lq, f, cyclic.shard(g, r, p), scale);
+            AttentionGradients lg = a2d.backward(lq, cyclic.shard(k, r, p), cyclic.shard(v, r, p), f, cyclic.shard(g, r, p), scale);
             return new INDArray[] {f.local().output(), f.local().lse(), lg.dq(), lg.dk(), lg.dv()};
         });
         String ctx = "P=" + p + " causal=" + causal + " window=" + window + " seed " + seed;

@@ -13,7 +13,6 @@ import java.util.concurrent.TimeUnit;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
-import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.linear.Decay;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -44,7 +43,7 @@ class CommunicationVolumeTest {
         long[][] bytes = perWorker((t, in) -> {
             Communicator c = Communicator.world(t);
             RingAttention ring = new RingAttention(c, SequenceLayout.ZIGZAG, N, true, 0);
-            AttentionOutput o = ring.forward(in[0], in[1], in[2], 0.35);
+            RingAttention.Forward o = ring.forward(in[0], in[1], in[2], 0.35);
             long forward = c.bytesSent();
             ring.backward(in[0], in[1], in[2], o, in[0], 0.35);
             return new long[] {forward, c.bytesSent() - forward};
@@ -62,7 +61,7 @@ class CommunicationVolumeTest {
             UlyssesAttention u = new UlyssesAttention(c, SequenceLayout.CONTIGUOUS, N, true, 0);
             UlyssesAttention.Forward f = u.forward(in[0], in[1], in[2], 0.35);
             long forward = c.bytesSent();
-            u.backward(f, in[0], 0.35);
+            u.backward(in[0], in[1], in[2], f, in[0], 0.35);
             return new long[] {forward, c.bytesSent() - forward};
         });
         long lse = (long) B * H * (N / P) * W;
@@ -100,7 +99,7 @@ class CommunicationVolumeTest {
             long start = t.traffic().total();
             Attention2D.Forward f = a.forward(in[0], in[1], in[2], 0.35);
             long forward = t.traffic().total() - start;
-            a.backward(in[0], f, in[0], 0.35);
+            a.backward(in[0], in[1], in[2], f, in[0], 0.35);
             return new long[] {forward, t.traffic().total() - start - forward};
         });
         for (int w = 0; w < P; w++) {

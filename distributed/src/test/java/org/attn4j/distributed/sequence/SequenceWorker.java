@@ -47,7 +47,7 @@ public final class SequenceWorker {
 
             SequenceLayout zz = SequenceLayout.ZIGZAG;
             RingAttention ring = new RingAttention(comm, zz, N, true, 0);
-            AttentionOutput ro = ring.forward(zz.shard(q, r, p), zz.shard(k, r, p), zz.shard(v, r, p), scale);
+            RingAttention.Forward ro = ring.forward(zz.shard(q, r, p), zz.shard(k, r, p), zz.shard(v, r, p), scale);
             AttentionGradients rg = ring.backward(zz.shard(q, r, p), zz.shard(k, r, p), zz.shard(v, r, p), ro,
                     zz.shard(g, r, p), scale);
             ok &= verdict("ring", err(ro.output(), zz.shard(whole.output(), r, p)),
@@ -56,7 +56,7 @@ public final class SequenceWorker {
             SequenceLayout c = SequenceLayout.CONTIGUOUS;
             UlyssesAttention u = new UlyssesAttention(comm, c, N, true, 0);
             UlyssesAttention.Forward uf = u.forward(c.shard(q, r, p), c.shard(k, r, p), c.shard(v, r, p), scale);
-            AttentionGradients ug = u.backward(uf, c.shard(g, r, p), scale);
+            AttentionGradients ug = u.backward(null, null, null, uf, c.shard(g, r, p), scale);
             ok &= verdict("ulysses", err(uf.local().output(), c.shard(whole.output(), r, p)),
                     err(ug.dq(), c.shard(wg.dq(), r, p)), err(ug.dv(), c.shard(wg.dv(), r, p)));
 

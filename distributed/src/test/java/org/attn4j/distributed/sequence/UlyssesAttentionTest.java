@@ -59,7 +59,8 @@ class UlyssesAttentionTest {
             int r = t.rank();
             UlyssesAttention.Forward f = u.forward(layout.shard(q, r, p), layout.shard(k, r, p),
                     layout.shard(v, r, p), scale);
-            AttentionGradients lg = u.backward(f, layout.shard(g, r, p), scale);
+            AttentionGradients lg = u.backward(layout.shard(q, r, p), layout.shard(k, r, p), layout.shard(v, r, p), f,
+                    layout.shard(g, r, p), scale);
             return new INDArray[] {f.local().output(), f.local().lse(), lg.dq(), lg.dk(), lg.dv()};
         });
         String ctx = "P=" + p + " H=" + h + " Hkv=" + hkv + " " + layout + " causal=" + causal + " seed " + seed;

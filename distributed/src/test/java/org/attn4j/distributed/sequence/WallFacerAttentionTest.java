@@ -83,7 +83,7 @@ class WallFacerAttentionTest {
             INDArray lq = layout.shard(q, r, p);
             INDArray lk = layout.shard(k, r, p);
             INDArray lv = layout.shard(v, r, p);
-            AttentionOutput out = ring.forward(lq, lk, lv, scale);
+            RingAttention.Forward out = ring.forward(lq, lk, lv, scale);
             AttentionGradients grad = ring.backward(lq, lk, lv, out, layout.shard(g, r, p), scale);
             return new INDArray[] {out.output(), out.lse(), grad.dq(), grad.dk(), grad.dv()};
         });
