@@ -1,6 +1,8 @@
 package org.attn4j.distributed.sequence;
 
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.collective.Group;
+import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
@@ -40,6 +42,30 @@ public final class LaspAttention implements SequenceParallelAttention<LaspAttent
         this.decay = decay;
         this.causal = causal;
         this.op = LinearAttention.defaults();
+    }
+
+    /**
+     * LASP's data-sequence hybrid (section 2.5): the {@code W} workers form {@code W/T} sequence groups of
+     * {@code T} consecutive ranks; group {@code j = rank / T} runs LASP over its own batch slice while the
+     * other groups run theirs (the data-parallel index). {@code T = W} is plain LASP; {@code T = 1} is pure data
+     * parallelism with no attention traffic.
+     *
+     * @param transport            all W workers
+     * @param sequenceParallelSize T, which must divide W
+     * @throws IllegalArgumentException if T does not divide W, before any communication
+     */
+    public static LaspAttention hybrid(Transport transport, int sequenceParallelSize, Decay decay, boolean causal) {
+        int w = transport.worldSize();
+        if (sequenceParallelSize < 1 || w % sequenceParallelSize != 0) {
+            throw new IllegalArgumentException("LaspAttention: sequence-parallel size T = " + sequenceParallelSize
+                    + " with world size W = " + w + "; T must divide W (W/T data-parallel groups of T ranks)");
+        }
+        int first = transport.rank() / sequenceParallelSize * sequenceParallelSize;
+        int[] ranks = new int[sequenceParallelSize];
+        for (int i = 0; i < ranks.length; i++) {
+            ranks[i] = first + i;
+        }
+        return new LaspAttention(Communicator.of(transport, Group.of(transport, ranks), 1), decay, causal);
     }
 
     /** This worker's output and the cache its backward pass needs. */

@@ -151,23 +151,7 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
 
     /** Whether no query of this worker can see any key of the visiting shard (whole hop skipped). */
     private boolean fullyMasked(int[] qPos, int[] kPos) {
-        int qMin = Integer.MAX_VALUE;
-        int qMax = Integer.MIN_VALUE;
-        for (int x : qPos) {
-            qMin = Math.min(qMin, x);
-            qMax = Math.max(qMax, x);
-        }
-        int kMin = Integer.MAX_VALUE;
-        int kMax = Integer.MIN_VALUE;
-        for (int x : kPos) {
-            kMin = Math.min(kMin, x);
-            kMax = Math.max(kMax, x);
-        }
-        if (mask.isCausal() && kMin > qMax) {
-            return true;
-        }
-        long w = mask.window();
-        return w > 0 && ((long) qMin - kMax >= w || (!mask.isCausal() && (long) kMin - qMax >= w));
+        return BlockMasks.fullyMasked(mask, qPos, kPos);
     }
 
     private static INDArray slice(INDArray stacked, int i) {

@@ -31,10 +31,24 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * The initial send targets and ring neighbours follow the paper's configuration generator (algorithms 2-3) in
  * this form: rank (team t', local l') sends its team's K/V to the team at the same place in group
  * {@code (g(t') - l') mod C}, local rank l'; ring neighbours are the teams before and after it in its group.
- * C = 1 is ring attention. The backward pass here keeps the team's queries fixed and circulates K/V with
- * travelling dK/dV accumulators (as {@link RingAttention} does), then returns them to the team that sent the
- * block and sums the C copies with a team reduce-scatter; the paper instead fixes K/V and circulates Q and dQ
- * (section 3.2.1). Both give the same gradients.
+ * C = 1 is ring attention. The backward pass is the paper's (section 3.2.1): K/V stay, with their dK/dV, and the
+ * query blocks (q, O, LSE, dO) circulate the sub-rings with a travelling dQ, which finally goes home. Blocks whose
+ * every query-key pair is masked (causal, sliding window) are skipped without a kernel call, in both passes.
+ * Bytes sent per rank, with the shard sizes {@code X = B H (N/P) D w}, {@code X_kv = B Hkv (N/P) D w},
+ * {@code X_lse = B H (N/P) w}, local rank {@code l} and sends to oneself free:
+ * <pre>
+ *   forward   (C-1)(X + 2 X_kv)                 team all-gather of q, k, v
+ *           + [l != 0] 2 C X_kv                 first K/V block to its sub-ring
+ *           + (R-1) 2 C X_kv                    sub-ring hops
+ *           + (C-1)(X + X_lse)                  team reduce-scatter of (O, LSE)
+ *   backward  (C-1)(3 X + X_lse + 2 X_kv)       team all-gather of q, O, dO, LSE, k, v
+ *           + [l != 0] C (3 X + X_lse)          first query bundle to its sub-ring
+ *           + (R-1) C (3 X + X_lse) + (R-1) C X sub-ring hops of bundles and of dQ
+ *           + [l != 0 or R > 1] C X             dQ home
+ *           + (C-1)(X + 2 X_kv)                 team reduce-scatter of dQ, dK, dV
+ * </pre>
+ * WallFacer's equations 2-4 count the same terms per layer (section 3.2.2); with C = 1 the forward is exactly
+ * ring attention's {@code (P-1) 2 X_kv}.
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
@@ -97,11 +111,18 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         for (int s = 0; s < ringSize; s++) {
             CollectiveHandle<INDArray> next = s < ringSize - 1 ? world.sendRecvAsync(ringNext(), kv, ringPrevious())
                     : null;
-            acc = merge(acc, flash.forward(qTeam, slice(kv, 0), slice(kv, 1), hop(blockTeam), scale));
+            if (!BlockMasks.fullyMasked(mask, teamPositions, positionsOfTeam(blockTeam))) {
+                acc = merge(acc, flash.forward(qTeam, slice(kv, 0), slice(kv, 1), hop(blockTeam), scale));
+            }
             if (next != null) {
                 kv = next.join();
                 blockTeam = previousInRing(blockTeam);
             }
+        }
+        if (acc == null) {       // every visiting block was masked out for all of the team's queries
+            acc = new AttentionOutput(Nd4j.zeros(qTeam.dataType(), qTeam.shape()), Nd4j.valueArrayOf(
+                    new long[] {qTeam.size(0), qTeam.size(1), qTeam.size(2)}, Double.NEGATIVE_INFINITY,
+                    qTeam.dataType()));
         }
         List<INDArray[]> blocks = new ArrayList<>();
         for (int j = 0; j < c; j++) {
@@ -111,7 +132,16 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         return new RingAttention.Forward(new AttentionOutput(mine[0], mine[1]));
     }
 
-    /** The backward pass for this worker's {@code dO}, given its forward result. */
+    /**
+     * The backward pass for this worker's {@code dO}, given its forward result, as the paper's section 3.2.1 has it:
+     * the team's K/V stay where they are (with their dK/dV accumulators) while the query blocks, each with its
+     * O, LSE, dO and a travelling dQ, circulate the same sub-rings in the opposite roles.
+     * <pre>
+     *   gather q, O, LSE, dO in the team; send the query bundle to the rank that sent this rank its first K/V block
+     *   R steps: post the bundle to the next ring member; flash backward of (bundle, team K/V); dQ moves on
+     *   the last holder sends each dQ home; team reduce-scatter (sum) of dQ and of dK, dV
+     * </pre>
+     */
     @Override
     public AttentionGradients backward(INDArray q, INDArray k, INDArray v, RingAttention.Forward out, INDArray dO,
                                        double scale) {
@@ -119,32 +149,62 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         INDArray oTeam = gather(out.output());
         INDArray lseTeam = gather(out.lse());
         INDArray doTeam = gather(dO);
-        INDArray kvTeam = Nd4j.stack(0, gather(k), gather(v));
-        int source = initialSource();
-        INDArray kv = world.sendRecv(initialTarget(), kvTeam, source);
-        int blockTeam = source / c;
-        INDArray dqTeam = Nd4j.zeros(q.dataType(), qTeam.shape());
-        INDArray grads = Nd4j.zeros(kv.dataType(), kv.shape());
+        INDArray kTeam = gather(k);
+        INDArray vTeam = gather(v);
+        long[] qShape = qTeam.shape();
+        long[] lseShape = lseTeam.shape();
+        // This rank's K/V block is visited by the query blocks of team group g - l: it receives the first one from
+        // the rank it sent K/V to in the forward pass and sends its own to the rank it received K/V from.
+        INDArray bundle = world.sendRecv(initialSource(), pack(qTeam, oTeam, doTeam, lseTeam), initialTarget());
+        INDArray dk = Nd4j.zeros(kTeam.dataType(), kTeam.shape());
+        INDArray dv = Nd4j.zeros(vTeam.dataType(), vTeam.shape());
+        INDArray dqVisiting = Nd4j.zeros(qTeam.dataType(), qShape);
         for (int s = 0; s < ringSize; s++) {
-            CollectiveHandle<INDArray> next = s < ringSize - 1 ? world.sendRecvAsync(ringNext(), kv, ringPrevious())
-                    : null;
-            AttentionGradients g = flash.backward(qTeam, slice(kv, 0), slice(kv, 1), oTeam, lseTeam, doTeam,
-                    hop(blockTeam), scale);
-            dqTeam.addi(g.dq());
-            slice(grads, 0).addi(g.dk());
-            slice(grads, 1).addi(g.dv());
-            grads = world.sendRecv(ringNext(), grads, ringPrevious());      // R hops bring them back here
+            CollectiveHandle<INDArray> next = s < ringSize - 1
+                    ? world.sendRecvAsync(ringNext(), bundle, ringPrevious()) : null;
+            int queryTeam = teamAt(group(team) - local, placeInGroup(team) - s);
+            AttentionMask m = mask.toBuilder().queryPositions(positionsOfTeam(queryTeam))
+                    .keyPositions(teamPositions).build();
+            if (!BlockMasks.fullyMasked(m, positionsOfTeam(queryTeam), teamPositions)) {
+                INDArray[] b = unpack(bundle, qShape, lseShape);
+                AttentionGradients g = flash.backward(b[0], kTeam, vTeam, b[1], b[3], b[2], m, scale);
+                dqVisiting.addi(g.dq());
+                dk.addi(g.dk());
+                dv.addi(g.dv());
+            }
             if (next != null) {
-                kv = next.join();
-                blockTeam = previousInRing(blockTeam);
+                dqVisiting = world.sendRecv(ringNext(), dqVisiting, ringPrevious());
+                bundle = next.join();
             }
         }
-        // Back to the rank that sent the block, then the C copies of each team block are summed in the team.
-        INDArray home = world.sendRecv(source, grads, initialTarget());
-        INDArray dq = sumRows(dqTeam);
-        INDArray dk = sumRows(slice(home, 0).dup('c'));
-        INDArray dv = sumRows(slice(home, 1).dup('c'));
-        return new AttentionGradients(dq, dk, dv);
+        // The last holder of each query block sends its dQ straight home (R - 1 ring hops + this one).
+        int home = teamAt(group(team) - local, placeInGroup(team) + 1) * c + local;
+        int from = teamAt(group(team) + local, placeInGroup(team) - 1) * c + local;
+        INDArray dqTeam = world.sendRecv(home, dqVisiting, from);
+        return new AttentionGradients(sumRows(dqTeam), sumRows(dk), sumRows(dv));
+    }
+
+    /** Arrays flattened into one message, in order. */
+    private static INDArray pack(INDArray... parts) {
+        INDArray[] flat = new INDArray[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            flat[i] = parts[i].dup('c').reshape(parts[i].length());
+        }
+        return Nd4j.concat(0, flat);
+    }
+
+    /** The inverse of {@link #pack} for the query bundle {@code (q, O, dO [qShape], LSE [lseShape])}. */
+    private static INDArray[] unpack(INDArray bundle, long[] qShape, long[] lseShape) {
+        long nq = 1;
+        for (long x : qShape) {
+            nq *= x;
+        }
+        INDArray[] out = new INDArray[4];
+        for (int i = 0; i < 3; i++) {
+            out[i] = bundle.get(NDArrayIndex.interval(i * nq, (i + 1) * nq)).reshape('c', qShape);
+        }
+        out[3] = bundle.get(NDArrayIndex.interval(3 * nq, bundle.length())).reshape('c', lseShape);
+        return out;
     }
 
     private AttentionOutput merge(AttentionOutput acc, AttentionOutput part) {

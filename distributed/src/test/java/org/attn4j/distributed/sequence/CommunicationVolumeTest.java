@@ -16,6 +16,8 @@ import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.linear.Decay;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -113,24 +115,58 @@ class CommunicationVolumeTest {
         }
     }
 
+    @ParameterizedTest(name = "P={0} C={1}")
+    @CsvSource({"4, 1", "4, 2", "8, 1", "8, 2"})
+    void wallFacerSendsItsFormula(int p, int c) throws Exception {
+        long x = (long) B * H * (N / p) * D * W;
+        long xkv = (long) B * HKV * (N / p) * D * W;
+        long lse = (long) B * H * (N / p) * W;
+        int r = p / (c * c);
+        long[][] bytes = perWorker(p, (t, in) -> {
+            WallFacerAttention wf = new WallFacerAttention(t, c, SequenceLayout.ZIGZAG, N, true, 0);
+            long start = t.traffic().total();
+            RingAttention.Forward f = wf.forward(in[0], in[1], in[2], 0.35);
+            long forward = t.traffic().total() - start;
+            wf.backward(in[0], in[1], in[2], f, in[0], 0.35);
+            return new long[] {forward, t.traffic().total() - start - forward};
+        });
+        for (int w = 0; w < p; w++) {
+            int l = w % c;
+            long fwd = (c - 1) * (x + 2 * xkv) + (l != 0 ? 2 * c * xkv : 0) + (r - 1) * 2 * c * xkv
+                    + (c - 1) * (x + lse);
+            long bwd = (c - 1) * (3 * x + lse + 2 * xkv) + (l != 0 ? c * (3 * x + lse) : 0)
+                    + (r - 1) * c * (3 * x + lse) + (r - 1) * c * x + (l != 0 || r > 1 ? c * x : 0)
+                    + (c - 1) * (x + 2 * xkv);
+            assertEquals(fwd, bytes[w][0], "WallFacer forward, P=" + p + " C=" + c + " rank " + w);
+            assertEquals(bwd, bytes[w][1], "WallFacer backward, P=" + p + " C=" + c + " rank " + w);
+            if (c == 1) {
+                assertEquals((p - 1) * 2 * xkv, bytes[w][0], "C = 1 forward is ring attention's");
+            }
+        }
+    }
+
     interface Body {
         long[] run(Transport t, INDArray[] qkv) throws Exception;
     }
 
     private static long[][] perWorker(Body body) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(P, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(P);
+        return perWorker(P, body);
+    }
+
+    private static long[][] perWorker(int p, Body body) throws Exception {
+        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
+        ExecutorService pool = Executors.newFixedThreadPool(p);
         try {
             List<Future<long[]>> futures = new ArrayList<>();
             for (Transport t : transports) {
                 INDArray[] in = {
-                    Nd4j.rand(DataType.DOUBLE, B, H, N / P, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / P, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / P, D)};
+                    Nd4j.rand(DataType.DOUBLE, B, H, N / p, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / p, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / p, D)};
                 futures.add(pool.submit(() -> body.run(t, in)));
             }
-            long[][] out = new long[P][];
-            for (int r = 0; r < P; r++) {
+            long[][] out = new long[p][];
+            for (int r = 0; r < p; r++) {
                 out[r] = futures.get(r).get(30, TimeUnit.SECONDS);
             }
             return out;

@@ -36,7 +36,12 @@ class UlyssesAttentionTest {
                 Arguments.of(4, 4, 4, SequenceLayout.CONTIGUOUS, true, 0),
                 Arguments.of(4, 8, 4, SequenceLayout.ZIGZAG, true, 0),
                 Arguments.of(4, 8, 4, SequenceLayout.STRIPED, false, 9),
-                Arguments.of(3, 6, 3, SequenceLayout.CONTIGUOUS, false, 0));
+                Arguments.of(3, 6, 3, SequenceLayout.CONTIGUOUS, false, 0),
+                Arguments.of(6, 12, 6, SequenceLayout.ZIGZAG, true, 0),
+                Arguments.of(6, 6, 6, SequenceLayout.CONTIGUOUS, false, 0),
+                Arguments.of(8, 8, 8, SequenceLayout.STRIPED, true, 0),
+                Arguments.of(8, 16, 8, SequenceLayout.CONTIGUOUS, false, 13),
+                Arguments.of(9, 9, 9, SequenceLayout.ZIGZAG, true, 0));
     }
 
     @ParameterizedTest(name = "P={0} H={1} Hkv={2} {3} causal={4} window={5}")
@@ -44,7 +49,7 @@ class UlyssesAttentionTest {
     void matchesSingleDeviceAttention(int p, int h, int hkv, SequenceLayout layout, boolean causal, int window)
             throws Exception {
         long seed = 31L * p + h + hkv;
-        int n = 48;
+        int n = 144;
         INDArray q = randn(seed, DataType.DOUBLE, 2, h, n, 8);
         INDArray k = randn(seed + 1, DataType.DOUBLE, 2, hkv, n, 8);
         INDArray v = randn(seed + 2, DataType.DOUBLE, 2, hkv, n, 8);

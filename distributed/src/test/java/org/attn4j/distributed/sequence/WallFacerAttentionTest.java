@@ -30,25 +30,29 @@ class WallFacerAttentionTest {
 
     static Stream<Arguments> cases() {
         List<Arguments> a = new ArrayList<>();
-        int[][] pc = {{1, 1}, {2, 1}, {4, 1}, {4, 2}, {8, 2}, {9, 3}, {8, 1}};
+        int[][] pc = {{1, 1}, {2, 1}, {3, 1}, {4, 1}, {4, 2}, {6, 1}, {8, 1}, {8, 2}, {9, 1}, {9, 3}};
         for (int[] x : pc) {
-            a.add(Arguments.of(x[0], x[1], SequenceLayout.ZIGZAG, true, 0));
-            a.add(Arguments.of(x[0], x[1], SequenceLayout.CONTIGUOUS, false, 0));
+            a.add(Arguments.of(x[0], x[1], SequenceLayout.ZIGZAG, true, 0, 2));
+            a.add(Arguments.of(x[0], x[1], SequenceLayout.CONTIGUOUS, false, 0, 4));
         }
-        a.add(Arguments.of(8, 2, SequenceLayout.STRIPED, true, 21));
+        a.add(Arguments.of(4, 2, SequenceLayout.ZIGZAG, true, 0, 4));
+        a.add(Arguments.of(8, 2, SequenceLayout.CONTIGUOUS, false, 0, 2));
+        a.add(Arguments.of(8, 2, SequenceLayout.STRIPED, true, 21, 2));
+        a.add(Arguments.of(4, 2, SequenceLayout.CONTIGUOUS, true, 30, 4));
         return a.stream();
     }
 
-    @ParameterizedTest(name = "P={0} C={1} {2} causal={3} window={4}")
+    @ParameterizedTest(name = "P={0} C={1} {2} causal={3} window={4} Hkv={5}")
     @MethodSource("cases")
-    void matchesSingleDeviceAttention(int p, int c, SequenceLayout layout, boolean causal, int window)
+    void matchesSingleDeviceAttention(int p, int c, SequenceLayout layout, boolean causal, int window, int hkv)
             throws Exception {
-        check(p, c, layout, causal, window, DataType.DOUBLE, 1e-12, 100L * p + 10L * c + layout.ordinal());
+        check(p, c, layout, causal, window, hkv, DataType.DOUBLE, 1e-12, 100L * p + 10L * c + layout.ordinal());
     }
 
     @Test
     void matchesSingleDeviceAttentionInFloat32() throws Exception {
-        check(8, 2, SequenceLayout.ZIGZAG, true, 0, DataType.FLOAT, 1e-5, 7);
+        check(8, 2, SequenceLayout.ZIGZAG, true, 0, 2, DataType.FLOAT, 1e-5, 7);
+        check(4, 1, SequenceLayout.CONTIGUOUS, false, 0, 4, DataType.FLOAT, 1e-5, 8);
     }
 
     @Test
@@ -63,13 +67,13 @@ class WallFacerAttentionTest {
         }
     }
 
-    private static void check(int p, int c, SequenceLayout layout, boolean causal, int window, DataType type,
-                              double tol, long seed) throws Exception {
+    private static void check(int p, int c, SequenceLayout layout, boolean causal, int window, int hkv,
+                              DataType type, double tol, long seed) throws Exception {
         int n = 144;
         int d = 8;
         INDArray q = randn(seed, type, 2, 4, n, d);
-        INDArray k = randn(seed + 1, type, 2, 2, n, d);
-        INDArray v = randn(seed + 2, type, 2, 2, n, d);
+        INDArray k = randn(seed + 1, type, 2, hkv, n, d);
+        INDArray v = randn(seed + 2, type, 2, hkv, n, d);
         INDArray g = randn(seed + 3, type, 2, 4, n, d);
         double scale = FlashAttention.defaultScale(d);
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
