@@ -55,6 +55,7 @@ public final class Attn4jCli implements Runnable {
      */
     public static CommandLine commandLine() {
         CommandLine cl = new CommandLine(new Attn4jCli());
+        cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setParameterExceptionHandler(new OneLineUsageError());
         cl.setExecutionExceptionHandler(new OneLineUserError());
         // launch --workers 2 bench transport --sizes ...: everything from the first positional on is the

@@ -6,11 +6,15 @@ import java.util.List;
 import java.util.Locale;
 import java.util.function.Supplier;
 
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+
 import picocli.CommandLine;
 
 /**
- * The algorithms {@code attn4j check --algo NAME} knows. Adding one is one constant here and one
- * {@link CheckableAlgorithm}.
+ * The algorithms {@code attn4j check --algo NAME} knows: the one-device ops, and the sequence-parallel
+ * algorithms, which run over {@code --workers P} processes. Adding an op is one constant here and one
+ * {@link CheckableAlgorithm}; adding a sequence-parallel algorithm is one constant here and one in
+ * {@link SequenceAlgorithm}.
  */
 public enum CheckAlgorithm {
 
@@ -18,18 +22,44 @@ public enum CheckAlgorithm {
     FLASH("flash", "exact FlashAttention-2 on one device", true, FlashCheck::new),
 
     /** Causal or non-causal linear attention with decay on one device (LASP's lightning form). */
-    LINEAR("linear", "linear attention with decay on one device", false, LinearCheck::new);
+    LINEAR("linear", "linear attention with decay on one device", false, LinearCheck::new),
+
+    /** Ring attention (BurstAttention) over worker processes. */
+    RING(SequenceAlgorithm.RING, "ring attention (BurstAttention) over P worker processes"),
+    /** WallFacer multi-ring attention over worker processes. */
+    WALLFACER(SequenceAlgorithm.WALLFACER, "WallFacer multi-ring attention over P worker processes (--team C)"),
+    /** ATTENTION2D-NO over worker processes. */
+    ATTENTION2D(SequenceAlgorithm.ATTENTION2D, "ATTENTION2D (non-overlapping) over P worker processes"),
+    /** LASP (linear attention) over worker processes. */
+    LASP(SequenceAlgorithm.LASP, "LASP linear attention over P worker processes"),
+    /** DeepSpeed-Ulysses over worker processes. */
+    ULYSSES(SequenceAlgorithm.ULYSSES, "Ulysses (all-to-all over heads) over P worker processes");
 
     private final String cliName;
     private final String description;
     private final boolean softmax;
     private final Supplier<CheckableAlgorithm> factory;
+    private final SequenceAlgorithm sequence;
 
     CheckAlgorithm(String cliName, String description, boolean softmax, Supplier<CheckableAlgorithm> factory) {
         this.cliName = cliName;
         this.description = description;
         this.softmax = softmax;
         this.factory = factory;
+        this.sequence = null;
+    }
+
+    CheckAlgorithm(SequenceAlgorithm sequence, String description) {
+        this.cliName = sequence.cliName();
+        this.description = description;
+        this.softmax = sequence.softmax();
+        this.factory = null;
+        this.sequence = sequence;
+    }
+
+    /** The sequence-parallel algorithm this runs over worker processes, or null for a one-device op. */
+    public SequenceAlgorithm sequence() {
+        return sequence;
     }
 
     /**
@@ -50,8 +80,15 @@ public enum CheckAlgorithm {
         return description;
     }
 
-    /** A fresh instance for one check. */
+    /**
+     * A fresh instance for one check of a one-device op.
+     *
+     * @throws IllegalStateException for a sequence-parallel algorithm (see {@link DistributedCheck})
+     */
     public CheckableAlgorithm create() {
+        if (factory == null) {
+            throw new IllegalStateException(cliName + " runs over worker processes");
+        }
         return factory.get();
     }
 

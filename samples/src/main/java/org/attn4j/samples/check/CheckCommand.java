@@ -3,11 +3,15 @@ package org.attn4j.samples.check;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.io.PrintWriter;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.Callable;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 
+import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -67,8 +71,29 @@ public final class CheckCommand implements Callable<Integer> {
     Double scale;
 
     @Option(names = "--decay", paramLabel = "L",
-            description = "Decay rate lambda in (0, 1] of --algo linear (default: 1, no decay).")
+            description = "Decay rate lambda in (0, 1] of --algo linear and lasp (default: 1, no decay).")
     Double decay;
+
+    @Option(names = "--workers", paramLabel = "P", defaultValue = "1",
+            description = "Worker processes of a sequence-parallel algorithm (default: ${DEFAULT-VALUE}).")
+    int workers;
+
+    @Option(names = "--team", paramLabel = "C", defaultValue = "1",
+            description = "WallFacer's team size C; C^2 must divide P (default: ${DEFAULT-VALUE}).")
+    int team;
+
+    @Option(names = "--layout", paramLabel = "L",
+            description = "Sequence layout of the workers' shards: contiguous, zigzag or striped (default: zigzag "
+                    + "for causal ring and wallfacer, striped for attention2d, else contiguous).")
+    SequenceLayout layout;
+
+    @Option(names = "--worker-heap", paramLabel = "SIZE", defaultValue = "2g",
+            description = "Java heap per worker process (default: ${DEFAULT-VALUE}).")
+    String workerHeap;
+
+    @Option(names = "--timeout", paramLabel = "S", defaultValue = "600",
+            description = "Stop the workers after S seconds (default: ${DEFAULT-VALUE}).")
+    double timeout;
 
     @Spec
     CommandSpec spec;
@@ -88,7 +113,10 @@ public final class CheckCommand implements Callable<Integer> {
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
         CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
 
-        CheckableAlgorithm algorithm = algo.create();
+        CheckableAlgorithm algorithm = algo.sequence() == null ? algo.create()
+                : new DistributedCheck(algo.sequence(), in, workers, team, layout, workerHeap,
+                        Duration.ofMillis(Math.round(timeout * 1000)), line(spec.commandLine().getOut()),
+                        line(spec.commandLine().getErr()));
         PeakMemory.collectGarbage();
         PeakMemory memory = PeakMemory.start();
         long t0 = System.nanoTime();
@@ -109,7 +137,18 @@ public final class CheckCommand implements Callable<Integer> {
         write("dq.npy", gradients.dq(), q, type);
         write("dk.npy", gradients.dk(), kv, type);
         write("dv.npy", gradients.dv(), kv, type);
-        ObjectNode stats = stats(problem, algorithm, (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak);
+        double forwardMs = (t1 - t0) / 1e6;
+        double backwardMs = (t2 - t1) / 1e6;
+        long peakBytes = peak.peakBytes();
+        if (algorithm instanceof DistributedCheck d) {        // the workers' own times, not process start-up
+            forwardMs = d.reports().stream().mapToDouble(DistributedCheck.RankReport::forwardMs).max().orElse(0);
+            backwardMs = d.reports().stream().mapToDouble(DistributedCheck.RankReport::backwardMs).max().orElse(0);
+            peakBytes = d.reports().stream().mapToLong(DistributedCheck.RankReport::peakBytes).max().orElse(0);
+        }
+        ObjectNode stats = stats(problem, algorithm, forwardMs, backwardMs, peak);
+        if (algorithm instanceof DistributedCheck d) {
+            putDistributed(stats, d, problem, (t2 - t0) / 1e6);
+        }
         JSON.writeValue(out.resolve("stats.json").toFile(), stats);
 
         String params = algo.softmax() ? String.format(Locale.ROOT, "scale %.6g", problem.scale())
@@ -119,12 +158,22 @@ public final class CheckCommand implements Callable<Integer> {
                         + " wrote %s%n",
                 algo.cliName(), CheckInputs.typeName(type), Arrays.toString(q), Arrays.toString(kv),
                 causal ? " causal" : "", window > 0 ? " window " + window : "", params,
-                (t1 - t0) / 1e6, (t2 - t1) / 1e6, peak.peakBytes() / 1e6, out);
+                forwardMs, backwardMs, peakBytes / 1e6, out);
         spec.commandLine().getOut().flush();
         return 0;
     }
 
     private void checkOptionsFitAlgorithm() {
+        if (algo.sequence() == null && (workers != 1 || team != 1 || layout != null)) {
+            throw new UserInputException("--workers, --team and --layout apply to the sequence-parallel algorithms ("
+                    + sequenceNames() + "), not " + algo.cliName());
+        }
+        if (workers < 1 || workers > 64) {
+            throw new UserInputException("--workers must be in [1, 64], got " + workers);
+        }
+        if (!(timeout > 0)) {
+            throw new UserInputException("--timeout must be > 0 seconds, got " + timeout);
+        }
         if (algo.softmax() && decay != null) {
             throw new UserInputException("--decay applies to --algo linear only, not " + algo.cliName());
         }
@@ -135,6 +184,39 @@ public final class CheckCommand implements Callable<Integer> {
         if (decay != null && !(decay > 0 && decay <= 1)) {
             throw new UserInputException("--decay must be in (0, 1], got " + decay);
         }
+    }
+
+    private static String sequenceNames() {
+        return Arrays.stream(CheckAlgorithm.values()).filter(a -> a.sequence() != null).map(CheckAlgorithm::cliName)
+                .collect(java.util.stream.Collectors.joining(", "));
+    }
+
+    /** The workers' own figures: per-rank times, bytes and peak memory, and the layout they used. */
+    private static void putDistributed(ObjectNode s, DistributedCheck d, CheckProblem p, double wallMs) {
+        s.put("layout", d.layout(p).name().toLowerCase(Locale.ROOT));
+        s.put("team", d.settings(p).team());
+        s.put("wall_ms", wallMs);
+        s.put("peak_bytes", d.reports().stream().mapToLong(DistributedCheck.RankReport::peakBytes).max().orElse(0));
+        s.remove("peak_bytes_baseline");
+        s.put("peak_bytes_measure", PeakMemory.measure() + " of each worker process over its forward+backward; the "
+                + "largest rank's");
+        s.put("times_measure", "forward_ms and backward_ms: the slowest rank's own pass times, after its transport "
+                + "connected; peak_bytes: the largest rank's; wall_ms: the whole launch, process start-up included");
+        ArrayNode ranks = s.putArray("ranks");
+        for (DistributedCheck.RankReport r : d.reports()) {
+            ranks.addObject().put("rank", r.rank()).put("forward_ms", r.forwardMs()).put("backward_ms", r.backwardMs())
+                    .put("forward_bytes", r.forwardBytes()).put("backward_bytes", r.backwardBytes())
+                    .put("peak_bytes", r.peakBytes());
+        }
+    }
+
+    private static Consumer<String> line(PrintWriter w) {
+        return text -> {
+            synchronized (w) {
+                w.println(text);
+                w.flush();
+            }
+        };
     }
 
     /** The algorithm refuses what it cannot take with an IllegalArgumentException: a user error here. */
