@@ -1,0 +1,77 @@
+package org.attn4j.distributed.sequence;
+
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.Transport;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * A worker that dies in the middle of a sequence-parallel forward pass makes every other worker fail, naming
+ * it, long before their own 60 s transport timeout (the test's 30 s limit would strike first).
+ */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+class SequenceFailureTest {
+
+    @ParameterizedTest
+    @EnumSource(SequenceAlgorithm.class)
+    void everySurvivorNamesTheDeadRank(SequenceAlgorithm algorithm) throws Exception {
+        int p = 4;
+        int n = 32;
+        SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(p, n, 4, 4, true, 0, null,
+                algorithm == SequenceAlgorithm.WALLFACER ? 2 : 1, 1.0);
+        SequenceLayout layout = algorithm.layout(s);
+        INDArray q = SequenceTesting.randn(1, DataType.DOUBLE, 1, 4, n, 8);
+        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(60));
+        ExecutorService pool = Executors.newFixedThreadPool(p);
+        try {
+            List<Future<Throwable>> results = new ArrayList<>();
+            for (InJvmTransport t : transports) {
+                results.add(pool.submit(() -> {
+                    SequenceParallelAttention<?> a = algorithm.create(t, s);
+                    Communicator.world(t).barrier();
+                    if (t.rank() == 2) {
+                        t.kill();
+                        return null;
+                    }
+                    INDArray local = layout.shard(q, t.rank(), p);
+                    try {
+                        a.forward(local, local, local, 0.3);
+                        return null;
+                    } catch (RuntimeException e) {
+                        return e;
+                    }
+                }));
+            }
+            for (int r : new int[] {0, 1, 3}) {
+                Throwable e = results.get(r).get(25, TimeUnit.SECONDS);
+                if (algorithm == SequenceAlgorithm.LASP && r < 2) {
+                    // Causal LASP: ranks 0 and 1 come before rank 2 in the chain and need nothing from it.
+                    continue;
+                }
+                assertNotNull(e, algorithm + " rank " + r + " finished although rank 2 died");
+                assertTrue(String.valueOf(e.getMessage()).contains("rank 2"), algorithm + " rank " + r + ": " + e);
+            }
+        } catch (java.util.concurrent.TimeoutException e) {
+            fail(algorithm + ": a survivor hung instead of failing");
+        } finally {
+            pool.shutdownNow();
+            transports.forEach(Transport::close);
+        }
+    }
+}
