@@ -1,0 +1,142 @@
+package org.attn4j.samples.bench;
+
+import java.util.Arrays;
+import java.util.Locale;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.sequence.SequenceParallelAttention;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.FlashAttention;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * One worker of {@code attn4j bench distributed}, started by {@link DistributedBenchCommand} through the local
+ * launcher. Arguments: {@code ALGOS LENGTHS B H HKV D REPEATS} (comma-separated lists for the first two). For
+ * every algorithm that accepts the configuration and every N, each rank builds the same seeded float32 inputs,
+ * takes its shard, runs two untimed forward+backward passes and then {@code REPEATS} timed ones (a barrier
+ * before each; every worker first runs the local flash op for two seconds so the JIT has compiled it),
+ * and prints {@code RESULT algo,workers,n,rank,config,forward_ms,backward_ms,forward_bytes,backward_bytes} with
+ * its median times and the bytes it sent in one pass.
+ */
+public final class DistributedBenchWorker {
+
+    /** The prefix of result lines. */
+    static final String RESULT = "RESULT ";
+
+    /** Untimed passes per configuration before the timed ones. */
+    private static final int UNTIMED = 2;
+    /** How long each worker runs the local flash op before any measurement (JIT compilation). */
+    private static final long WARM_UP_NANOS = 2_000_000_000L;
+
+    private DistributedBenchWorker() {
+    }
+
+    /** Runs the local flash forward and backward for {@link #WARM_UP_NANOS}, so the JIT has compiled them. */
+    private static void warmUp(int h, int hkv, int d) {
+        Nd4j.getRandom().setSeed(1);
+        INDArray q = Nd4j.randn(DataType.FLOAT, 1, h, 512, d);
+        INDArray k = Nd4j.randn(DataType.FLOAT, 1, hkv, 512, d);
+        FlashAttention flash = FlashAttention.defaults();
+        long end = System.nanoTime() + WARM_UP_NANOS;
+        while (System.nanoTime() < end) {
+            org.attn4j.ops.flash.AttentionOutput o = flash.forward(q, k, k, AttentionMask.causal(), 0.125);
+            flash.backward(q, k, k, o.output(), o.lse(), q, AttentionMask.causal(), 0.125);
+        }
+    }
+
+    /** Entry point; see the class comment. */
+    public static void main(String[] args) {
+        String[] algos = args[0].split(",");
+        int[] lengths = Arrays.stream(args[1].split(",")).mapToInt(Integer::parseInt).toArray();
+        int b = Integer.parseInt(args[2]);
+        int h = Integer.parseInt(args[3]);
+        int hkv = Integer.parseInt(args[4]);
+        int d = Integer.parseInt(args[5]);
+        int repeats = Integer.parseInt(args[6]);
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            Communicator world = Communicator.world(t);
+            warmUp(h, hkv, d);
+            world.barrier();
+            for (String name : algos) {
+                SequenceAlgorithm a = SequenceAlgorithm.byName(name);
+                for (int n : lengths) {
+                    SequenceAlgorithm.Settings s = settings(a, t.worldSize(), n, h, hkv);
+                    try {
+                        a.validate(s);
+                    } catch (IllegalArgumentException e) {
+                        continue;                    // every rank skips the same configurations
+                    }
+                    measure(t, world, a, s, b, d, repeats);
+                }
+            }
+            world.barrier();
+        }
+        System.out.flush();
+    }
+
+    /** Causal attention; WallFacer with the largest team C whose square divides P; LASP with decay 0.99. */
+    static SequenceAlgorithm.Settings settings(SequenceAlgorithm a, int p, int n, int h, int hkv) {
+        int team = 1;
+        if (a == SequenceAlgorithm.WALLFACER) {
+            for (int c = 1; c * c <= p; c++) {
+                if (p % (c * c) == 0) {
+                    team = c;
+                }
+            }
+        }
+        return new SequenceAlgorithm.Settings(p, n, h, hkv, true, 0, null, team, a.softmax() ? 1.0 : 0.99);
+    }
+
+    private static void measure(Transport t, Communicator world, SequenceAlgorithm a, SequenceAlgorithm.Settings s,
+                                int b, int d, int repeats) {
+        SequenceLayout layout = a.layout(s);
+        int p = t.worldSize();
+        Nd4j.getRandom().setSeed(s.length());
+        INDArray q = layout.shard(Nd4j.randn(DataType.FLOAT, b, s.heads(), s.length(), d), t.rank(), p);
+        INDArray k = layout.shard(Nd4j.randn(DataType.FLOAT, b, s.kvHeads(), s.length(), d), t.rank(), p);
+        INDArray v = layout.shard(Nd4j.randn(DataType.FLOAT, b, s.kvHeads(), s.length(), d), t.rank(), p);
+        INDArray dO = layout.shard(Nd4j.randn(DataType.FLOAT, b, s.heads(), s.length(), d), t.rank(), p);
+        SequenceParallelAttention<?> attention = a.create(t, s);
+        double scale = a.softmax() ? FlashAttention.defaultScale(d) : 1.0;
+        double[] fwd = new double[repeats];
+        double[] bwd = new double[repeats];
+        long[] bytes = new long[2];
+        for (int r = -UNTIMED; r < repeats; r++) {
+            world.barrier();
+            double[] one = pass(attention, q, k, v, dO, scale, t, bytes);
+            if (r >= 0) {
+                fwd[r] = one[0];
+                bwd[r] = one[1];
+            }
+        }
+        String config = a == SequenceAlgorithm.WALLFACER ? "C=" + s.team() : layout.name().toLowerCase(Locale.ROOT);
+        System.out.printf(Locale.ROOT, "%s%s,%d,%d,%d,%s,%.3f,%.3f,%d,%d%n", RESULT, a.cliName(), p, s.length(),
+                t.rank(), config, median(fwd), median(bwd), bytes[0], bytes[1]);
+    }
+
+    private static <F extends SequenceParallelAttention.Pass> double[] pass(SequenceParallelAttention<F> a,
+            INDArray q, INDArray k, INDArray v, INDArray dO, double scale, Transport t, long[] bytes) {
+        long b0 = t.traffic().total();
+        long t0 = System.nanoTime();
+        F f = a.forward(q, k, v, scale);
+        long t1 = System.nanoTime();
+        long b1 = t.traffic().total();
+        a.backward(q, k, v, f, dO, scale);
+        long t2 = System.nanoTime();
+        bytes[0] = b1 - b0;
+        bytes[1] = t.traffic().total() - b1;
+        return new double[] {(t1 - t0) / 1e6, (t2 - t1) / 1e6};
+    }
+
+    private static double median(double[] x) {
+        double[] s = x.clone();
+        Arrays.sort(s);
+        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+    }
+}
