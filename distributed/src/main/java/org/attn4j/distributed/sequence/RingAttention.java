@@ -23,8 +23,11 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * </pre>
  * The local kernel is {@link FlashAttention} with the global positions of the queries and of the visiting keys,
  * so any {@link SequenceLayout} works, and hops whose whole block is masked (causal, sliding window) are
- * skipped without a kernel call. K/V heads travel as they are (GQA: never repeated). Communication per worker:
- * forward {@code (P-1)} K/V shards, backward {@code (P-1)} K/V shards and {@code P} dK/dV shards.
+ * skipped without a kernel call. With a sliding window the shards also stop travelling once no member further on
+ * can see them ({@link #steps()} steps instead of P): windowed ring attention whose traffic shrinks with the
+ * window. K/V heads travel as they are (GQA: never repeated). Communication per worker, with {@code S} steps
+ * ({@code S = P} without a window): forward {@code (S-1)} K/V shards, backward {@code (S-1)} K/V shards and
+ * {@code S} dK/dV shards.
  *
  * <p>Not thread-safe; one instance per worker and sequence group, calls in the same order on every member.
  */
@@ -49,6 +52,7 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
     private final int length;
     private final AttentionMask mask;
     private final FlashAttention flash;
+    private final int hops;
 
     /**
      * @param comm   the sequence-parallel group; member {@code i} holds shard {@code i} of the layout
@@ -64,6 +68,31 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         this.mask = AttentionMask.builder().causal(causal).window(window).build();
         this.flash = FlashAttention.defaults();
         layout.positions(comm.group().index(), comm.group().size(), length);     // validates the split
+        this.hops = hopsNeeded();
+    }
+
+    /**
+     * How many hops the K/V shards travel: one more than the last hop {@code s} at which some member's queries can
+     * see some key of the shard arriving from {@code s} places back. P without a window; with a causal sliding
+     * window on the contiguous layout about {@code window / (N/P) + 1}, so a shard stops once no one downstream
+     * can see it (every member computes the same number from the layout alone).
+     */
+    private int hopsNeeded() {
+        int p = comm.group().size();
+        int last = 0;
+        for (int s = 1; s < p; s++) {
+            for (int r = 0; r < p && last < s; r++) {
+                if (!BlockMasks.fullyMasked(mask, positions(r), positions((r - s + p) % p))) {
+                    last = s;
+                }
+            }
+        }
+        return last + 1;
+    }
+
+    /** How many ring steps a pass takes (1 + the hops a K/V shard travels); P unless a window cuts it short. */
+    public int steps() {
+        return hops;
     }
 
     /**
@@ -84,9 +113,9 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
                 .keyPositions(qPos).build());
         INDArray kv = Nd4j.stack(0, k, v);
         AttentionOutput acc = null;
-        for (int s = 0; s < p; s++) {
+        for (int s = 0; s < hops; s++) {
             int src = (me - s + p) % p;
-            CollectiveHandle<INDArray> next = s < p - 1
+            CollectiveHandle<INDArray> next = s < hops - 1
                     ? comm.sendRecvAsync(comm.group().next(), kv, comm.group().previous()) : null;
             int[] kPos = positions(src);
             if (!fullyMasked(qPos, kPos)) {
@@ -120,9 +149,9 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         INDArray dq = Nd4j.zeros(q.dataType(), q.shape());
         INDArray kv = Nd4j.stack(0, k, v);
         INDArray grads = Nd4j.zeros(kv.dataType(), kv.shape());        // [dK; dV] of the visiting shard
-        for (int s = 0; s < p; s++) {
+        for (int s = 0; s < hops; s++) {
             int src = (me - s + p) % p;
-            CollectiveHandle<INDArray> nextKv = s < p - 1
+            CollectiveHandle<INDArray> nextKv = s < hops - 1
                     ? comm.sendRecvAsync(comm.group().next(), kv, comm.group().previous()) : null;
             int[] kPos = positions(src);
             if (!fullyMasked(qPos, kPos)) {
@@ -132,8 +161,10 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
                 slice(grads, 0).addi(g.dk());
                 slice(grads, 1).addi(g.dv());
             }
-            // The accumulators move on after this hop's contribution; after P hops they are one hop from home.
-            grads = comm.sendRecv(comm.group().next(), grads, comm.group().previous());
+            // The accumulators move on with their shard; after the last step they go straight home (with all P
+            // steps that is one more hop along the ring).
+            grads = s < hops - 1 ? comm.sendRecv(comm.group().next(), grads, comm.group().previous())
+                    : comm.sendRecv(src, grads, (me + s) % p);
             if (nextKv != null) {
                 kv = nextKv.join();
             }

@@ -57,6 +57,25 @@ class CommunicationVolumeTest {
     }
 
     @Test
+    void windowedRingStopsEachShardOnceNoOneFurtherOnCanSeeIt() throws Exception {
+        // Contiguous, causal, window N/P = 16: rank r's queries see keys of ranks r and r-1 only, so each K/V
+        // shard makes one hop (S = 2 steps) instead of P - 1, and its dK/dV come straight back.
+        long[][] bytes = perWorker((t, in) -> {
+            Communicator c = Communicator.world(t);
+            RingAttention ring = new RingAttention(c, SequenceLayout.CONTIGUOUS, N, true, N / P);
+            assertEquals(2, ring.steps());
+            RingAttention.Forward o = ring.forward(in[0], in[1], in[2], 0.35);
+            long forward = c.bytesSent();
+            ring.backward(in[0], in[1], in[2], o, in[0], 0.35);
+            return new long[] {forward, c.bytesSent() - forward};
+        });
+        for (long[] b : bytes) {
+            assertEquals(2 * XKV, b[0], "windowed ring forward: one K/V shard");
+            assertEquals(2 * XKV + 2 * 2 * XKV, b[1], "windowed ring backward: one K/V shard + 2 dK/dV shards");
+        }
+    }
+
+    @Test
     void ulyssesMovesTheShareOfOtherWorkersTwice() throws Exception {
         long[][] bytes = perWorker((t, in) -> {
             Communicator c = Communicator.world(t);

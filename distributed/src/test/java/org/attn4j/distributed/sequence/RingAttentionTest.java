@@ -35,6 +35,8 @@ class RingAttentionTest {
             a.add(Arguments.of(p, SequenceLayout.CONTIGUOUS, true, 7, 4));
             a.add(Arguments.of(p, SequenceLayout.ZIGZAG, false, 11, 2));
         }
+        a.add(Arguments.of(8, SequenceLayout.CONTIGUOUS, true, 40, 2));     // shards stop after 3 of 8 steps
+        a.add(Arguments.of(9, SequenceLayout.CONTIGUOUS, false, 30, 4));
         return a.stream();
     }
 
