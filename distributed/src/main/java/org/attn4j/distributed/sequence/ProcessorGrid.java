@@ -20,8 +20,8 @@ package org.attn4j.distributed.sequence;
  * {@code 2 X_q + X_lse} forward and {@code 4 X_q + X_lse} backward; a column (its {@code R} members) the
  * key-side traffic, {@code 2 X_kv} forward and {@code 4 X_kv} backward (docs/algorithms.md). Since
  * {@code X_kv <= X_q} (GQA never has more K/V heads than query heads), {@link #forWorkers} makes the columns the
- * smaller factor: {@code R >= C}. With few K/V heads an even flatter grid can send less (the continuous
- * optimum is {@code C/R = (6 X_kv) / (6 X_q + 2 X_lse)}); pass it explicitly.
+ * smaller factor: {@code R >= C}. With few K/V heads an even flatter grid sends less (the continuous optimum is
+ * {@code C/R = 6 X_kv / (6 X_q + 2 X_lse)}); {@link #leastTraffic} finds it, or pass a grid explicitly.
  *
  * @param rows    R, at least 1
  * @param columns C, at least 1
@@ -53,6 +53,45 @@ public record ProcessorGrid(int rows, int columns) {
             c--;
         }
         return new ProcessorGrid(workers / c, c);
+    }
+
+    /**
+     * The grid of {@code workers} whose workers send the fewest bytes over a forward and a backward pass, by the
+     * formula of docs/algorithms.md: per worker {@code (C-1)(6 X_q + 2 X_lse) + (R-1) 6 X_kv}, plus {@code 4 X_kv}
+     * for the transposes when both sides exceed 1 (an upper bound: a few workers keep their shard). Ties go to
+     * the more square grid. E.g. 4 workers with H = Hkv: 2 x 2; with H = 4 Hkv: 4 x 1.
+     *
+     * @throws IllegalArgumentException if a count is below 1 or {@code heads} is not a multiple of {@code kvHeads}
+     */
+    public static ProcessorGrid leastTraffic(int workers, int heads, int kvHeads, int headDim) {
+        if (workers < 1 || heads < 1 || kvHeads < 1 || headDim < 1 || heads % kvHeads != 0) {
+            throw new IllegalArgumentException("ProcessorGrid: need workers, heads, kvHeads, headDim >= 1 and heads"
+                    + " a multiple of kvHeads, got " + workers + ", " + heads + ", " + kvHeads + ", " + headDim);
+        }
+        ProcessorGrid best = null;
+        long bestCost = Long.MAX_VALUE;
+        for (int c = (int) Math.sqrt(workers); c >= 1; c--) {            // most square first, so ties stay
+            if (workers % c != 0) {
+                continue;
+            }
+            for (ProcessorGrid g : new ProcessorGrid[] {new ProcessorGrid(workers / c, c),
+                new ProcessorGrid(c, workers / c)}) {
+                long cost = g.traffic(heads, kvHeads, headDim);
+                if (cost < bestCost) {
+                    best = g;
+                    bestCost = cost;
+                }
+            }
+        }
+        return best;
+    }
+
+    /** Bytes per worker over both passes, in units of {@code B (N/P) w}; see {@link #leastTraffic}. */
+    private long traffic(long heads, long kvHeads, long headDim) {
+        long xq = heads * headDim;
+        long xkv = kvHeads * headDim;
+        long transposes = rows > 1 && columns > 1 ? 4 * xkv : 0;
+        return (columns - 1) * (6 * xq + 2 * heads) + (rows - 1) * 6 * xkv + transposes;
     }
 
     /** P, the number of processors. */

@@ -52,6 +52,19 @@ class ProcessorGridTest {
     }
 
     @Test
+    void leastTrafficFlattensTheGridWhenKeysAndValuesHaveFewHeads() {
+        assertEquals(new ProcessorGrid(2, 2), ProcessorGrid.leastTraffic(4, 4, 4, 8));
+        assertEquals(new ProcessorGrid(4, 1), ProcessorGrid.leastTraffic(4, 4, 1, 8));
+        assertEquals(new ProcessorGrid(3, 2), ProcessorGrid.leastTraffic(6, 8, 8, 64));
+        assertEquals(new ProcessorGrid(8, 8), ProcessorGrid.leastTraffic(64, 8, 8, 64));
+        assertEquals(new ProcessorGrid(16, 4), ProcessorGrid.leastTraffic(64, 8, 2, 64));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> ProcessorGrid.leastTraffic(4, 6, 4, 8));
+        assertEquals("ProcessorGrid: need workers, heads, kvHeads, headDim >= 1 and heads a multiple of kvHeads,"
+                + " got 4, 6, 4, 8", e.getMessage());
+    }
+
+    @Test
     void refusesAnEmptySide() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new ProcessorGrid(0, 3));
         assertEquals("ProcessorGrid: rows and columns must be >= 1, got 0 x 3", e.getMessage());
