@@ -10,7 +10,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * the algorithm is built; every member of the group calls the same methods in the same order.
  *
  * <p>The implementations are {@link RingAttention}, {@link WallFacerAttention}, {@link Attention2D},
- * {@link LaspAttention} (linear attention) and {@link UlyssesAttention}.
+ * {@link Attention2DOverlap}, {@link LaspAttention} (linear attention) and {@link UlyssesAttention}.
  *
  * @param <F> what the forward pass keeps for the backward pass
  */

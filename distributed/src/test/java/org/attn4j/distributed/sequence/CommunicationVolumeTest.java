@@ -25,7 +25,8 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * The bytes each worker sends, counted by the transport, equal the algorithms' communication formulas
  * (docs/algorithms.md). B = 2, H = 8, Hkv = 4, N = 64, D = 8, float64, P = 4, so a q shard is
- * {@code X_q = B H (N/P) D 8} bytes and a K or V shard {@code X_kv = B Hkv (N/P) D 8}.
+ * {@code X_q = B H (N/P) D 8} bytes and a K or V shard {@code X_kv = B Hkv (N/P) D 8}; the ATTENTION2D grid
+ * tests use N = 48 and P = 2 to 8.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class CommunicationVolumeTest {
@@ -39,6 +40,8 @@ class CommunicationVolumeTest {
     private static final long W = Double.BYTES;
     private static final long XQ = (long) B * H * (N / P) * D * W;
     private static final long XKV = (long) B * HKV * (N / P) * D * W;
+    /** The sequence length of the grid tests: a multiple of every P they use (2, 4, 6, 8). */
+    private static final int GRID_N = 48;
 
     @Test
     void ringSendsKvShardsForwardAndKvPlusGradientsBackward() throws Exception {
@@ -141,7 +144,7 @@ class CommunicationVolumeTest {
         long xkv = (long) B * HKV * (N / p) * D * W;
         long lse = (long) B * H * (N / p) * W;
         int r = p / (c * c);
-        long[][] bytes = perWorker(p, (t, in) -> {
+        long[][] bytes = perWorker(p, N, (t, in) -> {
             WallFacerAttention wf = new WallFacerAttention(t, c, SequenceLayout.ZIGZAG, N, true, 0);
             long start = t.traffic().total();
             RingAttention.Forward f = wf.forward(in[0], in[1], in[2], 0.35);
@@ -164,24 +167,74 @@ class CommunicationVolumeTest {
         }
     }
 
+    @Test
+    void attention2dOnRectanglesSendsTheGridFormula() throws Exception {
+        for (ProcessorGrid g : new ProcessorGrid[] {new ProcessorGrid(3, 2), new ProcessorGrid(4, 2),
+            new ProcessorGrid(2, 3)}) {
+            assertGridVolume(g, t -> new Attention2D(t, g, GRID_N, true, 0), "ATTENTION2D-NO");
+        }
+    }
+
+    @Test
+    void attention2dOverlapSendsWhatTheNonOverlappingVariantSends() throws Exception {
+        for (ProcessorGrid g : new ProcessorGrid[] {new ProcessorGrid(2, 2), new ProcessorGrid(3, 2),
+            new ProcessorGrid(2, 1)}) {
+            assertGridVolume(g, t -> new Attention2DOverlap(t, g, GRID_N, true, 0), "ATTENTION2D-O");
+        }
+    }
+
+    interface GridAlgorithm {
+        SequenceParallelAttention<Attention2D.Forward> create(Transport t);
+    }
+
+    /**
+     * Per worker on an {@code R x C} grid, forward: the transpose ({@code 2 X_kv} unless the worker keeps its own
+     * shard), {@code C-1} query blocks and {@code C-1} partial (O, LSE) blocks along the row, {@code R-1} K/V blocks
+     * along the column; backward: {@code C-1} (Q, O, dO, LSE) and {@code C-1} dQ blocks along the row, {@code R-1}
+     * K/V and {@code R-1} dK/dV blocks along the column, the transpose back.
+     */
+    private static void assertGridVolume(ProcessorGrid grid, GridAlgorithm algorithm, String what) throws Exception {
+        int p = grid.size();
+        long xq = (long) B * H * (GRID_N / p) * D * W;
+        long xkv = (long) B * HKV * (GRID_N / p) * D * W;
+        long xlse = (long) B * H * (GRID_N / p) * W;
+        long[][] bytes = perWorker(p, GRID_N, (t, in) -> {
+            SequenceParallelAttention<Attention2D.Forward> a = algorithm.create(t);
+            long start = t.traffic().total();
+            Attention2D.Forward f = a.forward(in[0], in[1], in[2], 0.35);
+            long forward = t.traffic().total() - start;
+            a.backward(in[0], in[1], in[2], f, in[0], 0.35);
+            return new long[] {forward, t.traffic().total() - start - forward};
+        });
+        int r = grid.rows();
+        int c = grid.columns();
+        for (int w = 0; w < p; w++) {
+            boolean keeps = grid.keyShard(grid.row(w), grid.column(w)) == w;
+            long transpose = keeps ? 0 : 2 * xkv;
+            String ctx = what + " on " + grid + ", worker " + w;
+            assertEquals(transpose + (c - 1) * (2 * xq + xlse) + (r - 1) * 2 * xkv, bytes[w][0], ctx + ", forward");
+            assertEquals((c - 1) * (4 * xq + xlse) + (r - 1) * 4 * xkv + transpose, bytes[w][1], ctx + ", backward");
+        }
+    }
+
     interface Body {
         long[] run(Transport t, INDArray[] qkv) throws Exception;
     }
 
     private static long[][] perWorker(Body body) throws Exception {
-        return perWorker(P, body);
+        return perWorker(P, N, body);
     }
 
-    private static long[][] perWorker(int p, Body body) throws Exception {
+    private static long[][] perWorker(int p, int n, Body body) throws Exception {
         List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
         ExecutorService pool = Executors.newFixedThreadPool(p);
         try {
             List<Future<long[]>> futures = new ArrayList<>();
             for (Transport t : transports) {
                 INDArray[] in = {
-                    Nd4j.rand(DataType.DOUBLE, B, H, N / p, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / p, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, N / p, D)};
+                    Nd4j.rand(DataType.DOUBLE, B, H, n / p, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D),
+                    Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D)};
                 futures.add(pool.submit(() -> body.run(t, in)));
             }
             long[][] out = new long[p][];
