@@ -44,6 +44,7 @@ class DistributedCheckCommandTest {
         "ring, --causal --layout striped",
         "wallfacer, --causal --team 2",
         "attention2d, --window 20",
+        "attention2d-overlap, --causal",
         "ulysses, --causal",
         "lasp, --causal --decay 0.9"})
     void fourWorkerProcessesEqualTheSingleDeviceOp(String algo, String options) throws Exception {

@@ -17,6 +17,7 @@ import org.attn4j.ops.linear.Decay;
  *   ring                 any                      any                       1
  *   wallfacer            any                      C^2 divides P             C
  *   attention2d          striped (cyclic)         any (rectangular grids)   1
+ *   attention2d-overlap  striped (cyclic)         any (rectangular grids)   1
  *   lasp                 contiguous               any                       1
  *   ulysses              any                      divides H and Hkv         1
  * </pre>
@@ -29,6 +30,8 @@ public enum SequenceAlgorithm {
     WALLFACER("wallfacer", true),
     /** {@link Attention2D} (ATTENTION2D-NO). */
     ATTENTION2D("attention2d", true),
+    /** {@link Attention2DOverlap} (ATTENTION2D-O). */
+    ATTENTION2D_OVERLAP("attention2d-overlap", true),
     /** {@link LaspAttention}: linear attention with decay. */
     LASP("lasp", false),
     /** {@link UlyssesAttention}. */
@@ -72,7 +75,7 @@ public enum SequenceAlgorithm {
     /** The layout this algorithm uses when none is asked for. */
     public SequenceLayout defaultLayout(boolean causal) {
         return switch (this) {
-            case ATTENTION2D -> SequenceLayout.STRIPED;
+            case ATTENTION2D, ATTENTION2D_OVERLAP -> SequenceLayout.STRIPED;
             case LASP, ULYSSES -> SequenceLayout.CONTIGUOUS;
             case RING, WALLFACER -> causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
         };
@@ -105,7 +108,8 @@ public enum SequenceAlgorithm {
         }
         SequenceLayout layout = layout(s);
         switch (this) {
-            case ATTENTION2D -> requireLayout(layout, SequenceLayout.STRIPED, "the cyclic distribution of section 3.2");
+            case ATTENTION2D, ATTENTION2D_OVERLAP -> requireLayout(layout, SequenceLayout.STRIPED,
+                    "the cyclic distribution of section 3.2");
             case LASP -> {
                 requireLayout(layout, SequenceLayout.CONTIGUOUS, "the chain of algorithm 2");
                 if (s.window() != 0) {
@@ -160,6 +164,7 @@ public enum SequenceAlgorithm {
             case RING -> new RingAttention(Communicator.world(transport), layout, s.length(), s.causal(), s.window());
             case WALLFACER -> new WallFacerAttention(transport, s.team(), layout, s.length(), s.causal(), s.window());
             case ATTENTION2D -> new Attention2D(transport, s.length(), s.causal(), s.window());
+            case ATTENTION2D_OVERLAP -> new Attention2DOverlap(transport, s.length(), s.causal(), s.window());
             case LASP -> new LaspAttention(Communicator.world(transport), s.causal() ? Decay.of(s.decay())
                     : Decay.none(), s.causal());
             case ULYSSES -> new UlyssesAttention(Communicator.world(transport), layout, s.length(), s.causal(),

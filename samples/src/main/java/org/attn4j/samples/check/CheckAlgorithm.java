@@ -30,6 +30,9 @@ public enum CheckAlgorithm {
     WALLFACER(SequenceAlgorithm.WALLFACER, "WallFacer multi-ring attention over P worker processes (--team C)"),
     /** ATTENTION2D-NO over worker processes. */
     ATTENTION2D(SequenceAlgorithm.ATTENTION2D, "ATTENTION2D (non-overlapping) over P worker processes"),
+    /** ATTENTION2D-O over worker processes. */
+    ATTENTION2D_OVERLAP(SequenceAlgorithm.ATTENTION2D_OVERLAP,
+            "ATTENTION2D with overlapped communication over P worker processes"),
     /** LASP (linear attention) over worker processes. */
     LASP(SequenceAlgorithm.LASP, "LASP linear attention over P worker processes"),
     /** DeepSpeed-Ulysses over worker processes. */
