@@ -381,7 +381,11 @@ public final class Communicator {
         if (failed instanceof PeerFailedException notice) {
             // Another member reported a dead rank before this call began: the call fails as a call in flight
             // would, naming that rank, and sends nothing.
-            String description = name + " (channel " + channel + ") on " + group;
+            long next;
+            synchronized (this) {
+                next = calls;                                 // the call this would have been, as members count
+            }
+            String description = name + " call " + next + " (channel " + channel + ") on " + group;
             return new CollectiveHandle<>(description, CompletableFuture.failedFuture(
                     new CollectiveException(description + ": " + notice.getMessage(), notice)), () -> 0L);
         }
