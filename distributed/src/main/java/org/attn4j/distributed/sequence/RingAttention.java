@@ -19,15 +19,17 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *   step s:   worker r computes with the K/V shard of worker (r - s) mod P, while it already sends that shard
  *             on to r + 1 and receives the next one from r - 1 (double buffering)
  *   forward:  partial (O, LSE) per step, merged with the stable online-softmax merge (GAO, section 3.1)
- *   backward: dQ stays; dK, dV accumulators travel with their K/V shard and take one last hop home
+ *   backward: K/V stay; q, dO, LSE and Delta travel the other way with a dQ accumulator (algorithm 2), or,
+ *             when K/V are the smaller side (GQA), K/V travel again with their dK, dV accumulators
  * </pre>
  * The local kernel is {@link FlashAttention} with the global positions of the queries and of the visiting keys,
  * so any {@link SequenceLayout} works, and hops whose whole block is masked (causal, sliding window) are
  * skipped without a kernel call. With a sliding window the shards also stop travelling once no member further on
  * can see them ({@link #steps()} steps instead of P): windowed ring attention whose traffic shrinks with the
- * window. K/V heads travel as they are (GQA: never repeated). Communication per worker, with {@code S} steps
- * ({@code S = P} without a window): forward {@code (S-1)} K/V shards, backward {@code (S-1)} K/V shards and
- * {@code S} dK/dV shards.
+ * window. K/V heads travel as they are (GQA: never repeated). Bytes per worker, with {@code S} steps
+ * ({@code S = P} without a window) and the shard sizes {@code X_q}, {@code X_kv}, {@code X_lse}: forward
+ * {@code (S-1) 2 X_kv}; backward {@code (S-1)(3 X_q + 2 X_lse) + X_q} when the queries travel (BurstAttention's
+ * table 1: {@code 3BZNd + 2BZN}), {@code (S-1) 2 X_kv + S 2 X_kv} when K/V do (the last term 0 for S = 1).
  *
  * <p>Not thread-safe; one instance per worker and sequence group, calls in the same order on every member.
  */
@@ -135,7 +137,11 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
     }
 
     /**
-     * The backward pass on this worker's shards, given its forward result.
+     * The backward pass on this worker's shards, given its forward result. Whichever side is fewer bytes per hop
+     * travels: as BurstAttention's algorithm 2, the K/V shards stay (with their dK/dV) while each worker's query
+     * bundle (q, dO, LSE, {@code Delta = rowsum(O * dO)}) and its dQ go round the ring the other way; or, when K/V
+     * are the smaller side ({@code 4 Hkv D < 3 H D + 2 H}, grouped-query attention with H/Hkv of about 4/3 or
+     * more), the K/V shards travel again with their dK/dV.
      *
      * @param out the {@link #forward} result of these shards
      * @param dO  gradient with respect to the local output
@@ -143,6 +149,61 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
      */
     @Override
     public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward out, INDArray dO, double scale) {
+        return queriesTravel(q, k) ? backwardMovingQueries(q, k, v, out, dO, scale)
+                : backwardMovingKeys(q, k, v, out, dO, scale);
+    }
+
+    /**
+     * Whether the backward pass moves the query side (q, dO, LSE, Delta and dQ: {@code 3 H D + 2 H} elements per
+     * row) rather than the key side (K, V, dK, dV: {@code 4 Hkv D}); ties go to the paper's query side.
+     */
+    public static boolean queriesTravel(INDArray q, INDArray k) {
+        long h = q.size(1);
+        long d = q.size(3);
+        return 3 * h * d + 2 * h <= 4 * k.size(1) * d;
+    }
+
+    /** BurstAttention's algorithm 2: K/V fixed, query bundles and dQ circulate (towards the previous member). */
+    private AttentionGradients backwardMovingQueries(INDArray q, INDArray k, INDArray v, Forward out, INDArray dO,
+                                                     double scale) {
+        int p = comm.group().size();
+        int me = comm.group().index();
+        int[] kPos = positions(me);
+        long[] qShape = q.shape();
+        long[] rowShape = out.lse().shape();
+        INDArray bundle = Bundle.pack(q, dO, out.lse(), FlashAttention.delta(out.output(), dO));
+        INDArray dk = Nd4j.zeros(k.dataType(), k.shape());
+        INDArray dv = Nd4j.zeros(v.dataType(), v.shape());
+        INDArray dqVisiting = Nd4j.zeros(q.dataType(), qShape);
+        INDArray dq = null;
+        for (int s = 0; s < hops; s++) {
+            // Queries travel the other way round from the forward's K/V, so the worker s places on holds them:
+            // the same (query shard, key shard) pairs as forward step s, and the same steps can be left out.
+            int owner = (me + s) % p;
+            CollectiveHandle<INDArray> next = s < hops - 1
+                    ? comm.sendRecvAsync(comm.group().previous(), bundle, comm.group().next()) : null;
+            int[] qPos = positions(owner);
+            if (!fullyMasked(qPos, kPos)) {
+                INDArray[] b = Bundle.unpack(bundle, qShape, qShape, rowShape, rowShape);   // q, dO, LSE, Delta
+                AttentionGradients g = flash.backwardFromDelta(b[0], k, v, b[3], b[2], b[1], hop(qPos, kPos),
+                        scale);
+                dqVisiting.addi(g.dq());
+                dk.addi(g.dk());
+                dv.addi(g.dv());
+            }
+            if (next != null) {
+                dqVisiting = comm.sendRecv(comm.group().previous(), dqVisiting, comm.group().next());
+                bundle = next.join();
+            } else {
+                dq = comm.sendRecv(owner, dqVisiting, (me - s + p) % p);       // straight home
+            }
+        }
+        return new AttentionGradients(dq, dk, dv);
+    }
+
+    /** K/V circulate again with travelling dK/dV accumulators; dQ stays. */
+    private AttentionGradients backwardMovingKeys(INDArray q, INDArray k, INDArray v, Forward out, INDArray dO,
+                                                  double scale) {
         int p = comm.group().size();
         int me = comm.group().index();
         int[] qPos = positions(me);

@@ -32,7 +32,7 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * this form: rank (team t', local l') sends its team's K/V to the team at the same place in group
  * {@code (g(t') - l') mod C}, local rank l'; ring neighbours are the teams before and after it in its group.
  * C = 1 is ring attention. The backward pass is the paper's (section 3.2.1): K/V stay, with their dK/dV, and the
- * query blocks (q, O, LSE, dO) circulate the sub-rings with a travelling dQ, which finally goes home. Blocks whose
+ * query blocks (q, dO, LSE, Delta) circulate the sub-rings with a travelling dQ, which finally goes home. Blocks whose
  * every query-key pair is masked (causal, sliding window) are skipped without a kernel call, in both passes.
  * Bytes sent per rank, with the shard sizes {@code X = B H (N/P) D w}, {@code X_kv = B Hkv (N/P) D w},
  * {@code X_lse = B H (N/P) w}, local rank {@code l} and sends to oneself free:
@@ -41,9 +41,9 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  *           + [l != 0] 2 C X_kv                 first K/V block to its sub-ring
  *           + (R-1) 2 C X_kv                    sub-ring hops
  *           + (C-1)(X + X_lse)                  team reduce-scatter of (O, LSE)
- *   backward  (C-1)(3 X + X_lse + 2 X_kv)       team all-gather of q, O, dO, LSE, k, v
- *           + [l != 0] C (3 X + X_lse)          first query bundle to its sub-ring
- *           + (R-1) C (3 X + X_lse) + (R-1) C X sub-ring hops of bundles and of dQ
+ *   backward  (C-1)(2 X + 2 X_lse + 2 X_kv)     team all-gather of q, dO, LSE, Delta, k, v
+ *           + [l != 0] C (2 X + 2 X_lse)        first query bundle to its sub-ring
+ *           + (R-1) C (2 X + 2 X_lse + X)       sub-ring hops of bundles and of dQ
  *           + [l != 0 or R > 1] C X             dQ home
  *           + (C-1)(X + 2 X_kv)                 team reduce-scatter of dQ, dK, dV
  * </pre>
@@ -135,9 +135,10 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
     /**
      * The backward pass for this worker's {@code dO}, given its forward result, as the paper's section 3.2.1 has it:
      * the team's K/V stay where they are (with their dK/dV accumulators) while the query blocks, each with its
-     * O, LSE, dO and a travelling dQ, circulate the same sub-rings in the opposite roles.
+     * dO, LSE, {@code Delta = rowsum(O * dO)} and a travelling dQ, circulate the same sub-rings in the opposite
+     * roles.
      * <pre>
-     *   gather q, O, LSE, dO in the team; send the query bundle to the rank that sent this rank its first K/V block
+     *   gather q, dO, LSE, Delta in the team; send the query bundle (q, dO, LSE, Delta) to the rank that sent this rank its first K/V block
      *   R steps: post the bundle to the next ring member; flash backward of (bundle, team K/V); dQ moves on
      *   the last holder sends each dQ home; team reduce-scatter (sum) of dQ and of dK, dV
      * </pre>
@@ -146,7 +147,7 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
     public AttentionGradients backward(INDArray q, INDArray k, INDArray v, RingAttention.Forward out, INDArray dO,
                                        double scale) {
         INDArray qTeam = gather(q);
-        INDArray oTeam = gather(out.output());
+        INDArray deltaTeam = gather(FlashAttention.delta(out.output(), dO));
         INDArray lseTeam = gather(out.lse());
         INDArray doTeam = gather(dO);
         INDArray kTeam = gather(k);
@@ -155,7 +156,8 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         long[] lseShape = lseTeam.shape();
         // This rank's K/V block is visited by the query blocks of team group g - l: it receives the first one from
         // the rank it sent K/V to in the forward pass and sends its own to the rank it received K/V from.
-        INDArray bundle = world.sendRecv(initialSource(), pack(qTeam, oTeam, doTeam, lseTeam), initialTarget());
+        INDArray query = Bundle.pack(qTeam, doTeam, lseTeam, deltaTeam);
+        INDArray bundle = world.sendRecv(initialSource(), query, initialTarget());
         INDArray dk = Nd4j.zeros(kTeam.dataType(), kTeam.shape());
         INDArray dv = Nd4j.zeros(vTeam.dataType(), vTeam.shape());
         INDArray dqVisiting = Nd4j.zeros(qTeam.dataType(), qShape);
@@ -166,8 +168,8 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
             AttentionMask m = mask.toBuilder().queryPositions(positionsOfTeam(queryTeam))
                     .keyPositions(teamPositions).build();
             if (!BlockMasks.fullyMasked(m, positionsOfTeam(queryTeam), teamPositions)) {
-                INDArray[] b = unpack(bundle, qShape, lseShape);
-                AttentionGradients g = flash.backward(b[0], kTeam, vTeam, b[1], b[3], b[2], m, scale);
+                INDArray[] b = Bundle.unpack(bundle, qShape, qShape, lseShape, lseShape);     // q, dO, LSE, Delta
+                AttentionGradients g = flash.backwardFromDelta(b[0], kTeam, vTeam, b[3], b[2], b[1], m, scale);
                 dqVisiting.addi(g.dq());
                 dk.addi(g.dk());
                 dv.addi(g.dv());
@@ -182,29 +184,6 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         int from = teamAt(group(team) + local, placeInGroup(team) - 1) * c + local;
         INDArray dqTeam = world.sendRecv(home, dqVisiting, from);
         return new AttentionGradients(sumRows(dqTeam), sumRows(dk), sumRows(dv));
-    }
-
-    /** Arrays flattened into one message, in order. */
-    private static INDArray pack(INDArray... parts) {
-        INDArray[] flat = new INDArray[parts.length];
-        for (int i = 0; i < parts.length; i++) {
-            flat[i] = parts[i].dup('c').reshape(parts[i].length());
-        }
-        return Nd4j.concat(0, flat);
-    }
-
-    /** The inverse of {@link #pack} for the query bundle {@code (q, O, dO [qShape], LSE [lseShape])}. */
-    private static INDArray[] unpack(INDArray bundle, long[] qShape, long[] lseShape) {
-        long nq = 1;
-        for (long x : qShape) {
-            nq *= x;
-        }
-        INDArray[] out = new INDArray[4];
-        for (int i = 0; i < 3; i++) {
-            out[i] = bundle.get(NDArrayIndex.interval(i * nq, (i + 1) * nq)).reshape('c', qShape);
-        }
-        out[3] = bundle.get(NDArrayIndex.interval(3 * nq, bundle.length())).reshape('c', lseShape);
-        return out;
     }
 
     private AttentionOutput merge(AttentionOutput acc, AttentionOutput part) {

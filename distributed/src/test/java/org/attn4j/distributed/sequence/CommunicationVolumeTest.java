@@ -1,6 +1,7 @@
 package org.attn4j.distributed.sequence;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -56,6 +57,26 @@ class CommunicationVolumeTest {
         for (long[] b : bytes) {
             assertEquals((P - 1) * 2 * XKV, b[0], "ring forward: (P-1) K/V shards");
             assertEquals((P - 1) * 2 * XKV + P * 2 * XKV, b[1], "ring backward: (P-1) K/V shards + P dK/dV shards");
+        }
+    }
+
+    @Test
+    void ringWithoutGqaMovesTheQueriesBackwardAsBurstAttentionsAlgorithm2() throws Exception {
+        // H = Hkv: the query side (q, dO, LSE, Delta, dQ) is smaller than K, V, dK, dV, so it travels.
+        long lse = (long) B * H * (N / P) * W;
+        long[][] bytes = perWorker((t, in) -> {
+            Communicator c = Communicator.world(t);
+            RingAttention ring = new RingAttention(c, SequenceLayout.ZIGZAG, N, true, 0);
+            assertTrue(RingAttention.queriesTravel(in[0], in[0]));
+            RingAttention.Forward o = ring.forward(in[0], in[0], in[0], 0.35);
+            long forward = c.bytesSent();
+            ring.backward(in[0], in[0], in[0], o, in[0], 0.35);
+            return new long[] {forward, c.bytesSent() - forward};
+        });
+        for (long[] b : bytes) {
+            assertEquals((P - 1) * 2 * XQ, b[0], "ring forward: (P-1) K/V shards");
+            assertEquals((P - 1) * (3 * XQ + 2 * lse) + XQ, b[1],
+                    "ring backward: (P-1) query bundles and dQ, and dQ home");
         }
     }
 
@@ -156,8 +177,8 @@ class CommunicationVolumeTest {
             int l = w % c;
             long fwd = (c - 1) * (x + 2 * xkv) + (l != 0 ? 2 * c * xkv : 0) + (r - 1) * 2 * c * xkv
                     + (c - 1) * (x + lse);
-            long bwd = (c - 1) * (3 * x + lse + 2 * xkv) + (l != 0 ? c * (3 * x + lse) : 0)
-                    + (r - 1) * c * (3 * x + lse) + (r - 1) * c * x + (l != 0 || r > 1 ? c * x : 0)
+            long bwd = (c - 1) * (2 * x + 2 * lse + 2 * xkv) + (l != 0 ? c * (2 * x + 2 * lse) : 0)
+                    + (r - 1) * c * (2 * x + 2 * lse + x) + (l != 0 || r > 1 ? c * x : 0)
                     + (c - 1) * (x + 2 * xkv);
             assertEquals(fwd, bytes[w][0], "WallFacer forward, P=" + p + " C=" + c + " rank " + w);
             assertEquals(bwd, bytes[w][1], "WallFacer backward, P=" + p + " C=" + c + " rank " + w);

@@ -12,7 +12,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
-import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
 import org.junit.jupiter.api.Timeout;
@@ -22,8 +21,8 @@ import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * A worker that dies in the middle of a sequence-parallel forward pass makes every other worker fail, naming
- * it, long before their own 60 s transport timeout (the test's 30 s limit would strike first).
+ * A worker that dies in the middle of a sequence-parallel forward pass (at its first send) makes every other
+ * worker fail, naming it, long before their own 60 s transport timeout (the test's 30 s limit would strike first).
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class SequenceFailureTest {
@@ -43,18 +42,15 @@ class SequenceFailureTest {
             List<Future<Throwable>> results = new ArrayList<>();
             for (InJvmTransport t : transports) {
                 results.add(pool.submit(() -> {
-                    SequenceParallelAttention<?> a = algorithm.create(t, s);
-                    Communicator.world(t).barrier();
-                    if (t.rank() == 2) {
-                        t.kill();
-                        return null;
-                    }
+                    // Rank 2 runs the forward pass too, and dies as it sends its first message.
+                    Transport mine = t.rank() == 2 ? new DiesOnFirstSend(t) : t;
+                    SequenceParallelAttention<?> a = algorithm.create(mine, s);
                     INDArray local = layout.shard(q, t.rank(), p);
                     try {
                         a.forward(local, local, local, 0.3);
                         return null;
                     } catch (RuntimeException e) {
-                        return e;
+                        return t.rank() == 2 ? null : e;
                     }
                 }));
             }
@@ -72,6 +68,51 @@ class SequenceFailureTest {
         } finally {
             pool.shutdownNow();
             transports.forEach(Transport::close);
+        }
+    }
+
+    /** A rank's transport that kills it at its first send: a worker dying in the middle of a pass. */
+    private static final class DiesOnFirstSend implements Transport {
+        private final InJvmTransport inner;
+
+        DiesOnFirstSend(InJvmTransport inner) {
+            this.inner = inner;
+        }
+
+        @Override
+        public int rank() {
+            return inner.rank();
+        }
+
+        @Override
+        public int worldSize() {
+            return inner.worldSize();
+        }
+
+        @Override
+        public java.util.concurrent.CompletableFuture<Void> send(int peer, int tag, INDArray array) {
+            inner.kill();
+            return inner.send(peer, tag, array);
+        }
+
+        @Override
+        public java.util.concurrent.CompletableFuture<INDArray> receive(int peer, int tag) {
+            return inner.receive(peer, tag);
+        }
+
+        @Override
+        public org.attn4j.distributed.transport.TrafficCounter traffic() {
+            return inner.traffic();
+        }
+
+        @Override
+        public Duration timeout() {
+            return inner.timeout();
+        }
+
+        @Override
+        public void close() {
+            inner.close();
         }
     }
 }

@@ -116,8 +116,33 @@ public final class FlashAttention {
     public AttentionGradients backward(INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse,
                                        INDArray dOut, AttentionMask mask, double scale) {
         AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
-        checkScale(scale);
         s.requireShape(OP, "o", o, q.shape());
+        return backward(s, q, k, v, delta(o, dOut), lse, dOut, mask, scale);
+    }
+
+    /**
+     * {@link #backward} given {@code Delta = rowsum(O * dO)} instead of O: what a distributed backward pass sends
+     * in place of the output rows (BurstAttention, algorithm 2, line 2), {@code [B, H, Nq]} instead of
+     * {@code [B, H, Nq, D]}.
+     *
+     * @param delta {@link #delta} of the output and its gradient
+     * @throws IllegalArgumentException on inconsistent shapes, types, heads, masks or scale
+     */
+    public AttentionGradients backwardFromDelta(INDArray q, INDArray k, INDArray v, INDArray delta, INDArray lse,
+                                                INDArray dOut, AttentionMask mask, double scale) {
+        AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
+        s.requireShape(OP, "delta", delta, s.batch(), s.heads(), s.queries());
+        return backward(s, q, k, v, delta, lse, dOut, mask, scale);
+    }
+
+    /** {@code Delta = rowsum(O * dO)} over the head dimension, {@code [B, H, Nq]}. */
+    public static INDArray delta(INDArray o, INDArray dOut) {
+        return o.mul(dOut).sum(3);
+    }
+
+    private AttentionGradients backward(AttentionShapes s, INDArray q, INDArray k, INDArray v, INDArray delta,
+                                        INDArray lse, INDArray dOut, AttentionMask mask, double scale) {
+        checkScale(scale);
         s.requireShape(OP, "dO", dOut, q.shape());
         s.requireShape(OP, "lse", lse, s.batch(), s.heads(), s.queries());
         INDArray qc = Views.plain(q);
@@ -127,7 +152,7 @@ public final class FlashAttention {
         INDArray negLse = lse.neg();
         // Rows that saw no key (LSE = -inf) shift by 0: their masked scores are -inf, so P stays 0, not NaN.
         BooleanIndexing.replaceWhere(negLse, 0.0, Conditions.isInfinite());
-        INDArray negDelta = o.mul(dOut).sum(3).negi();
+        INDArray negDelta = delta.neg();
         INDArray dk = Nd4j.create(s.dataType(), k.shape());
         INDArray dv = Nd4j.create(s.dataType(), k.shape());
         TilePlan plan = new TilePlan(mask, s, queryBlock, keyBlock);
