@@ -64,7 +64,7 @@ public final class CommunicationFormulas {
         return new Volume((p - 1) * (2 * xq + 2 * xkv + xlse) / p, (p - 1) * (2 * xq + 2 * xkv) / p);
     }
 
-    /** Causal LASP, rank {@code rank} of the chain: one state forward (all but the last), one back (all but the first). */
+    /** Causal LASP, rank {@code rank}: a state forward (all but the last rank), one back (all but the first). */
     public static Volume laspCausal(int p, int rank, long state) {
         return new Volume(rank < p - 1 ? state : 0, rank > 0 ? state : 0);
     }

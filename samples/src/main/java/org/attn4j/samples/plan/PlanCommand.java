@@ -98,6 +98,10 @@ public final class PlanCommand implements Callable<Integer> {
             description = "softmax (ring, WallFacer, ATTENTION2D, Ulysses) or linear (LASP); default softmax.")
     String attention;
 
+    @Option(names = "--team-size", paramLabel = "C",
+            description = "Price WallFacer with this team size only (C^2 must divide P); default: the best C.")
+    Integer teamSize;
+
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the predictions as JSON.")
     Path json;
 
@@ -116,6 +120,10 @@ public final class PlanCommand implements Callable<Integer> {
             default -> throw new UserInputException("--attention must be softmax or linear, got '" + attention + "'");
         };
         List<Long> lengths = lengths(seqLen);
+        int p = c.workers();
+        if (teamSize != null && (teamSize < 1 || p % ((long) teamSize * teamSize) != 0)) {
+            throw new UserInputException("--team-size " + teamSize + ": C must be >= 1 with C^2 dividing P = " + p);
+        }
         if (json != null && Files.isDirectory(json)) {
             throw new UserInputException("--json " + json + " is a directory");
         }
@@ -140,7 +148,7 @@ public final class PlanCommand implements Callable<Integer> {
         List<Planner.Plan> plans = new ArrayList<>();
         for (long n : lengths) {
             PlanProblem problem = refusing(() -> new PlanProblem(c, m, n, causal, linear, tflops));
-            plans.add(Planner.plan(problem));
+            plans.add(Planner.plan(problem, teamSize == null ? 0 : teamSize));
         }
         PlanReport report = new PlanReport(clusterPreset, modelPreset, rateSource, plans);
         PrintWriter out = spec.commandLine().getOut();

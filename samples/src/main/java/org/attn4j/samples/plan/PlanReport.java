@@ -35,9 +35,9 @@ final class PlanReport {
         PlanProblem first = plans.get(0).problem();
         ClusterSpec c = first.cluster();
         ModelSpec m = first.model();
-        out.printf(Locale.ROOT, "attn4j plan: %s%d nodes x %d workers, P = %d%n",
+        out.printf(Locale.ROOT, "attn4j plan: %s%d node%s x %d worker%s, P = %d%n",
                 clusterPreset == null ? "" : "cluster " + clusterPreset.cliName() + ", ", c.nodes(),
-                c.workersPerNode(), c.workers());
+                c.nodes() == 1 ? "" : "s", c.workersPerNode(), c.workersPerNode() == 1 ? "" : "s", c.workers());
         if (clusterPreset != null) {
             out.println("  setting: " + clusterPreset.source());
             out.println("  preset assumes: " + clusterPreset.assumed());

@@ -11,9 +11,11 @@ import java.util.List;
  */
 public final class Planner {
 
-    /** The algorithms, in report order. */
-    static final List<AlgorithmModel> MODELS = List.of(new RingModel(), new WallFacerModel(),
-            new Attention2DModel(false), new Attention2DModel(true), new UlyssesModel(), new LaspModel());
+    /** The algorithms in report order; WallFacer searches {@code teamSize} only, or every C when it is 0. */
+    static List<AlgorithmModel> models(int teamSize) {
+        return List.of(new RingModel(), new WallFacerModel(teamSize), new Attention2DModel(false),
+                new Attention2DModel(true), new UlyssesModel(), new LaspModel());
+    }
 
     private Planner() {
     }
@@ -40,11 +42,20 @@ public final class Planner {
         }
     }
 
-    /** Plans a problem. */
+    /** Plans a problem, searching every WallFacer team size. */
     public static Plan plan(PlanProblem problem) {
+        return plan(problem, 0);
+    }
+
+    /**
+     * Plans a problem.
+     *
+     * @param teamSize the WallFacer team size C to price, or 0 to pick the best C
+     */
+    public static Plan plan(PlanProblem problem, int teamSize) {
         Network network = new Network(problem.cluster());
         List<Prediction> all = new ArrayList<>();
-        for (AlgorithmModel m : MODELS) {
+        for (AlgorithmModel m : models(teamSize)) {
             all.add(predict(m, problem, network));
         }
         Prediction fastest = all.stream().filter(Prediction::available)

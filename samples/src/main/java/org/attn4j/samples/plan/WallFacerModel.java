@@ -18,6 +18,13 @@ import java.util.List;
  */
 final class WallFacerModel implements AlgorithmModel {
 
+    private final int teamSize;
+
+    /** @param teamSize the one team size C to price, or 0 to search every C with {@code C^2 | P} */
+    WallFacerModel(int teamSize) {
+        this.teamSize = teamSize;
+    }
+
     /** Where the logical (team, member) grid lands on node-major ranks. */
     enum Placement {
         /** Rank {@code t C + l}: team members adjacent (attn4j's layout, the paper's "Collect_intra"). */
@@ -49,7 +56,9 @@ final class WallFacerModel implements AlgorithmModel {
 
     @Override
     public String unavailable(PlanProblem problem) {
-        return null;
+        int p = problem.workers();
+        return teamSize == 0 || p % ((long) teamSize * teamSize) == 0 ? null
+                : "team size C = " + teamSize + ": C^2 = " + (long) teamSize * teamSize + " does not divide P = " + p;
     }
 
     @Override
@@ -57,7 +66,7 @@ final class WallFacerModel implements AlgorithmModel {
         int p = problem.workers();
         List<Candidate> out = new ArrayList<>();
         for (int c = 1; (long) c * c <= p; c++) {
-            if (p % (c * c) != 0) {
+            if (p % (c * c) != 0 || (teamSize != 0 && c != teamSize)) {
                 continue;
             }
             out.add(candidate(problem, c, Placement.TEAMS_IN_NODES));
