@@ -48,12 +48,7 @@ public record ClusterSpec(int nodes, int workersPerNode, double intraGBps, doubl
         return rank / workersPerNode;
     }
 
-    /** This cluster with another node count, the rest kept. */
-    public ClusterSpec withNodes(int n) {
-        return new ClusterSpec(n, workersPerNode, intraGBps, intraLatencyUs, interGBps, interLatencyUs, nicsPerNode);
-    }
-
-    /** This cluster with one inter-node adapter per worker (each worker has its own path out of the node). */
+    /** This cluster with {@code nics} network adapters per node, the rest kept. */
     public ClusterSpec withNicsPerNode(int nics) {
         return new ClusterSpec(nodes, workersPerNode, intraGBps, intraLatencyUs, interGBps, interLatencyUs, nics);
     }

@@ -26,11 +26,6 @@ public record ModelSpec(int batch, int heads, int kvHeads, int headDim, int byte
         }
     }
 
-    /** This model with another batch size. */
-    public ModelSpec withBatch(int b) {
-        return new ModelSpec(b, heads, kvHeads, headDim, bytesPerElement, layers);
-    }
-
     private static void atLeastOne(String name, int value) {
         if (value < 1) {
             throw new IllegalArgumentException(name + " must be >= 1, got " + value);
