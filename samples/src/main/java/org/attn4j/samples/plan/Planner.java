@@ -1,0 +1,83 @@
+package org.attn4j.samples.plan;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+
+/**
+ * Prices every algorithm's candidates on a problem's cluster and names the fastest (forward plus backward):
+ * WallFacer's topology scheduler (section 3.4, equation 8) generalised from its own C and placement to all
+ * the algorithms, with the alpha-beta model of {@link Network} in place of profiling.
+ */
+public final class Planner {
+
+    /** The algorithms in report order; WallFacer searches {@code teamSize} only, or every C when it is 0. */
+    static List<AlgorithmModel> models(int teamSize) {
+        return List.of(new RingModel(), new WallFacerModel(teamSize), new Attention2DModel(false),
+                new Attention2DModel(true), new UlyssesModel(), new LaspModel());
+    }
+
+    private Planner() {
+    }
+
+    /**
+     * Every algorithm's prediction and the fastest.
+     *
+     * @param problem the problem
+     * @param fastest the available prediction with the least forward+backward time
+     * @param all     one prediction per algorithm, in report order
+     */
+    public record Plan(PlanProblem problem, Prediction fastest, List<Prediction> all) {
+
+        /** The prediction of an algorithm by name. */
+        public Prediction get(String algorithm) {
+            return all.stream().filter(p -> p.algorithm().equals(algorithm)).findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException("Planner: no algorithm '" + algorithm + "'"));
+        }
+
+        /** Ring attention's forward+backward time over this prediction's; NaN when either is unavailable. */
+        public double speedupOverRing(Prediction p) {
+            Prediction ring = get("ring");
+            return ring.available() && p.available() ? ring.totalSeconds() / p.totalSeconds() : Double.NaN;
+        }
+    }
+
+    /** Plans a problem, searching every WallFacer team size. */
+    public static Plan plan(PlanProblem problem) {
+        return plan(problem, 0);
+    }
+
+    /**
+     * Plans a problem.
+     *
+     * @param teamSize the WallFacer team size C to price, or 0 to pick the best C
+     */
+    public static Plan plan(PlanProblem problem, int teamSize) {
+        Network network = new Network(problem.cluster());
+        List<Prediction> all = new ArrayList<>();
+        for (AlgorithmModel m : models(teamSize)) {
+            all.add(predict(m, problem, network));
+        }
+        Prediction fastest = all.stream().filter(Prediction::available)
+                .min(Comparator.comparingDouble(Prediction::totalSeconds)).orElseThrow();
+        return new Plan(problem, fastest, List.copyOf(all));
+    }
+
+    private static Prediction predict(AlgorithmModel m, PlanProblem problem, Network network) {
+        if (m.linearAttention() != problem.linear()) {
+            return Prediction.unavailable(m, m.linearAttention()
+                    ? "linear attention; plan it with --attention linear"
+                    : "softmax attention; --attention linear plans LASP only");
+        }
+        String reason = m.unavailable(problem);
+        if (reason != null) {
+            return Prediction.unavailable(m, reason);
+        }
+        List<Prediction> priced = new ArrayList<>();
+        for (AlgorithmModel.Candidate c : m.candidates(problem)) {
+            priced.add(Prediction.of(m, c, problem, network));
+        }
+        priced.sort(Comparator.comparingDouble(Prediction::totalSeconds));
+        return priced.get(0).withAlternatives(priced.subList(1, priced.size()));
+    }
+}
