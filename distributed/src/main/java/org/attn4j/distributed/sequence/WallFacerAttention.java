@@ -138,7 +138,7 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
      * dO, LSE, {@code Delta = rowsum(O * dO)} and a travelling dQ, circulate the same sub-rings in the opposite
      * roles.
      * <pre>
-     *   gather q, dO, LSE, Delta in the team; send the query bundle (q, dO, LSE, Delta) to the rank that sent this rank its first K/V block
+     *   gather q, dO, LSE, Delta in the team; send this query bundle to the rank that sent the first K/V block
      *   R steps: post the bundle to the next ring member; flash backward of (bundle, team K/V); dQ moves on
      *   the last holder sends each dQ home; team reduce-scatter (sum) of dQ and of dK, dV
      * </pre>

@@ -83,7 +83,8 @@ class CommunicatorFailureTest {
         c.failedElsewhere(new PeerFailedException(0, 2, -1, "rank 1 reported that rank 2 failed"));
         CollectiveException e = assertThrows(CollectiveException.class, c::barrier);
         assertEquals(2, assertInstanceOf(PeerFailedException.class, e.getCause()).peer());
-        assertTrue(e.getMessage().contains("rank 2 failed") && e.getMessage().contains("barrier call 0"), e.getMessage());
+        assertTrue(e.getMessage().contains("rank 2 failed") && e.getMessage().contains("barrier call 0"),
+                e.getMessage());
     }
 
     @Test

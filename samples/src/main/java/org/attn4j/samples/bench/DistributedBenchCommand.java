@@ -73,7 +73,8 @@ public final class DistributedBenchCommand implements Callable<Integer> {
             description = "Key/value heads (default: ${DEFAULT-VALUE}).")
     int kvHeads;
 
-    @Option(names = "--dim", paramLabel = "D", defaultValue = "64", description = "Head size (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--dim", paramLabel = "D", defaultValue = "64",
+            description = "Head size (default: ${DEFAULT-VALUE}).")
     int dim;
 
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
@@ -275,14 +276,20 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 + "attention with decay 0.99 (a different op: its times are not comparable with the softmax "
                 + "algorithms'). P worker JVMs on this machine over Aeron (UDP loopback).%n", batch, heads, kvHeads,
                 dim));
-        b.append("- Time: each rank's median of " + repeats + " timed forward+backward passes after two untimed ones (and two seconds of local flash passes per worker "
-                + "first, for the JIT), "
+        b.append("- Time: each rank's median of " + repeats + " timed forward+backward passes after two untimed ones "
+                + "(and two seconds of local flash passes per worker first, for the JIT), "
                 + "a barrier before each; the slowest rank's. Bytes: what each rank sent in one forward+backward "
                 + "pass, counted by its transport (largest rank, and mean over ranks).\n");
         b.append("- All P workers share " + m.cores() + " cores, so more workers cannot be faster here: times at "
                 + "P > 1 show the algorithms' overhead on one machine, not their scaling. The bytes do not depend "
                 + "on the machine; they equal the formulas in docs/algorithms.md (asserted in "
-                + "CommunicationVolumeTest) and feed the cost model (`attn4j plan`).\n\n");
+                + "CommunicationVolumeTest) and feed the cost model (`attn4j plan`).\n");
+        b.append("- Reading the bytes: with fewer K/V heads than query heads, ring attention moves the K/V side both "
+                + "ways, while WallFacer moves the query side in its backward pass (as its paper does) and "
+                + "ATTENTION2D's rows move queries, so at these small P both can send more than the ring; "
+                + "ATTENTION2D's advantage grows as 1/sqrt(P) (docs/algorithms.md). The striped layout ATTENTION2D "
+                + "needs leaves partly masked tiles everywhere, so its local causal work costs more than the "
+                + "zigzag layout's.\n\n");
         b.append("| algorithm | P | config | N | forward | backward | bytes / rank (max) | bytes / rank (mean) |\n"
                 + "|---|---:|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {

@@ -84,7 +84,8 @@ public final class CheckCommand implements Callable<Integer> {
 
     @Option(names = "--layout", paramLabel = "L",
             description = "Sequence layout of the workers' shards: contiguous, zigzag or striped (default: zigzag "
-                    + "for causal ring and wallfacer, striped for attention2d and attention2d-overlap, else contiguous).")
+                    + "for causal ring and wallfacer, striped for attention2d and attention2d-overlap, else "
+                    + "contiguous).")
     SequenceLayout layout;
 
     @Option(names = "--worker-heap", paramLabel = "SIZE", defaultValue = "2g",
