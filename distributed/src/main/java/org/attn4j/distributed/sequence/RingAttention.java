@@ -2,6 +2,7 @@ package org.attn4j.distributed.sequence;
 
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionMerge;

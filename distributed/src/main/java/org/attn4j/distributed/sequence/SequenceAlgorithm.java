@@ -6,6 +6,7 @@ import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
 
 /**

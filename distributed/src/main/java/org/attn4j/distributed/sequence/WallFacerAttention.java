@@ -8,6 +8,7 @@ import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionMerge;

@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;

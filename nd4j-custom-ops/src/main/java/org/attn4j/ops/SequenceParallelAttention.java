@@ -1,4 +1,4 @@
-package org.attn4j.distributed.sequence;
+package org.attn4j.ops;
 
 import org.attn4j.ops.flash.AttentionGradients;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -9,8 +9,10 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * single-device attention that the worker holds. What the shards are (contiguous, zigzag, striped) is fixed when
  * the algorithm is built; every member of the group calls the same methods in the same order.
  *
- * <p>The implementations are {@link RingAttention}, {@link WallFacerAttention}, {@link Attention2D},
- * {@link Attention2DOverlap}, {@link LaspAttention} (linear attention) and {@link UlyssesAttention}.
+ * <p>The implementations live in the distributed module ({@code org.attn4j.distributed.sequence}):
+ * {@code RingAttention}, {@code WallFacerAttention}, {@code Attention2D}, {@code Attention2DOverlap},
+ * {@code LaspAttention} (linear attention) and {@code UlyssesAttention}. The attention layers call them through
+ * this interface when a sequence-parallel context is active, so the layers need no transport.
  *
  * @param <F> what the forward pass keeps for the backward pass
  */
