@@ -33,8 +33,8 @@ public class FlashAttentionLayerImpl
 
     /** What backprop needs from the training forward: the input and mask it saw (by identity), the rest detached. */
     record Saved(INDArray inputRef, INDArray maskRef, AttentionMask mask, INDArray rowMask, INDArray x,
-                 INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse, INDArray merged,
-                 INDArray z) implements SavedForward {
+                 INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse, ShardedPass<?> sharded,
+                 INDArray merged, INDArray z) implements SavedForward {
     }
 
     /**
@@ -53,8 +53,9 @@ public class FlashAttentionLayerImpl
         FlashAttentionLayer c = layerConf();
         INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
         INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
-        AttentionGradients g = attention.backward(f.q(), f.k(), f.v(), f.o(), f.lse(), dO, f.mask(),
-                c.effectiveScale());
+        AttentionGradients g = f.sharded() != null
+                ? f.sharded().backward(f.q(), f.k(), f.v(), dO, c.effectiveScale())
+                : attention.backward(f.q(), f.k(), f.v(), f.o(), f.lse(), dO, f.mask(), c.effectiveScale());
         return backpropInputProjections(f.x(), AttentionRows.fromHeads(g.dq()), AttentionRows.fromHeads(g.dk()),
                 AttentionRows.fromHeads(g.dv()), workspaceMgr);
     }
@@ -73,11 +74,21 @@ public class FlashAttentionLayerImpl
         INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
         INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
-        AttentionOutput a = attention.forward(q, k, v, mask, c.effectiveScale());
+        SequenceParallel.Context sp = SequenceParallel.current();
+        ShardedPass<?> sharded = null;
+        AttentionOutput a;
+        if (sp != null) {       // this worker's shard of every sequence: attention with the other workers
+            SequenceParallel.checkShard(sp, c.layerType() + " " + layerId(), n, maskArray != null);
+            sharded = ShardedPass.forward(sp.softmax(c.isCausal(), c.getSlidingWindow()), q, k, v,
+                    c.effectiveScale());
+            a = new AttentionOutput(sharded.output(), sharded.lse());
+        } else {
+            a = attention.forward(q, k, v, mask, c.effectiveScale());
+        }
         INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray z = project(merged, WO, BO, training, workspaceMgr);
         INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
-        return new Saved(input, maskArray, mask, rowMask, x, q, k, v, a.output(), a.lse(), merged, z);
+        return new Saved(input, maskArray, mask, rowMask, x, q, k, v, a.output(), a.lse(), sharded, merged, z);
     }
 
     private static AttentionMask attentionMask(FlashAttentionLayer c, INDArray keyPadding) {

@@ -9,6 +9,7 @@ import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -26,7 +27,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  *
  * <p>Not thread-safe; one instance per worker; every member makes the same calls in the same order.
  */
-public final class LaspAttention implements SequenceParallelAttention<LaspAttention.Forward> {
+public final class LaspAttention implements SequenceParallelLinearAttention<LaspAttention.Forward> {
 
     private final Communicator comm;
     private final Decay decay;
@@ -39,10 +40,20 @@ public final class LaspAttention implements SequenceParallelAttention<LaspAttent
      * @param causal causal linear attention (the chain) or the non-causal right product (an all-reduce)
      */
     public LaspAttention(Communicator comm, Decay decay, boolean causal) {
+        this(comm, decay, causal, LinearAttention.defaults());
+    }
+
+    /**
+     * @param comm   the sequence-parallel group, in sequence order
+     * @param decay  the decay rates (must be {@link Decay#none()} when not causal)
+     * @param causal causal linear attention (the chain) or the non-causal right product (an all-reduce)
+     * @param op     the local op (its chunk size; {@link LinearAttention#withDecayGradient()} for a learned decay)
+     */
+    public LaspAttention(Communicator comm, Decay decay, boolean causal, LinearAttention op) {
         this.comm = comm;
         this.decay = decay;
         this.causal = causal;
-        this.op = LinearAttention.defaults();
+        this.op = op;
     }
 
     /**
@@ -112,6 +123,7 @@ public final class LaspAttention implements SequenceParallelAttention<LaspAttent
      *
      * @return the local output and what the backward pass needs
      */
+    @Override
     public Forward forward(INDArray q, INDArray k, INDArray v) {
         int p = comm.group().size();
         int me = comm.group().index();
@@ -143,6 +155,7 @@ public final class LaspAttention implements SequenceParallelAttention<LaspAttent
      *
      * @return local dQ, dK, dV (and the state gradient sent back, for inspection)
      */
+    @Override
     public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward fwd, INDArray dO) {
         int p = comm.group().size();
         int me = comm.group().index();

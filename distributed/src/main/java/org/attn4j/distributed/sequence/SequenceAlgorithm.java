@@ -51,8 +51,8 @@ public enum SequenceAlgorithm {
      *
      * @param workers P
      * @param length  the global sequence length N
-     * @param heads   H, query heads
-     * @param kvHeads Hkv, key/value heads
+     * @param heads   H, query heads (0 when not known yet: checked by the algorithm at its first forward pass)
+     * @param kvHeads Hkv, key/value heads (0 when not known yet)
      * @param causal  causal masking by global position
      * @param window  sliding window width, 0 for none (softmax algorithms)
      * @param layout  which positions each worker holds; null for the algorithm's default
@@ -97,7 +97,8 @@ public enum SequenceAlgorithm {
         if (s.workers() < 1) {
             throw new IllegalArgumentException(name + "workers must be >= 1, got " + s.workers());
         }
-        if (s.kvHeads() < 1 || s.heads() % s.kvHeads() != 0) {
+        boolean headsKnown = s.heads() > 0;
+        if (headsKnown && (s.kvHeads() < 1 || s.heads() % s.kvHeads() != 0)) {
             throw new IllegalArgumentException(name + "H = " + s.heads() + " query heads must be a multiple of Hkv = "
                     + s.kvHeads());
         }
@@ -132,7 +133,7 @@ public enum SequenceAlgorithm {
                 }
             }
             case ULYSSES -> {
-                if (s.heads() % s.workers() != 0 || s.kvHeads() % s.workers() != 0) {
+                if (headsKnown && (s.heads() % s.workers() != 0 || s.kvHeads() % s.workers() != 0)) {
                     throw new IllegalArgumentException(name + "P = " + s.workers() + " workers must divide both H = "
                             + s.heads() + " and Hkv = " + s.kvHeads() + " (Ulysses splits heads; its degree is "
                             + "bounded by the K/V heads)");

@@ -1,0 +1,94 @@
+package org.attn4j.distributed.training;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.collective.Group;
+import org.attn4j.distributed.sequence.LaspAttention;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.transport.Transport;
+import org.attn4j.layers.SequenceParallel;
+import org.attn4j.ops.SequenceParallelAttention;
+import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.SequenceParallelLinearAttention;
+
+/**
+ * The {@link SequenceParallel.Context} of one worker for sequences of one length: its positions in its sequence
+ * group's layout, and the group's algorithms, one instance per mask setting, shared by all layers with that
+ * setting (so their collective calls keep one count).
+ */
+final class SequenceShardContext implements SequenceParallel.Context {
+
+    private final Transport group;
+    private final ParallelStrategy strategy;
+    private final SequenceLayout layout;
+    private final boolean causalDefault;
+    private final int length;
+    private final int[] positions;
+    private final Map<String, SequenceParallelAttention<?>> softmax = new HashMap<>();
+    private Communicator linearComm;
+
+    /**
+     * @param job      the job's transport (all W workers)
+     * @param members  the world ranks of this worker's sequence group, in sequence order
+     * @param strategy the run's strategy
+     * @param causal   whether the network's attention is causal (picks the default layout)
+     * @param length   N of this batch
+     */
+    SequenceShardContext(Transport job, int[] members, ParallelStrategy strategy, boolean causal, int length) {
+        this.group = new GroupTransport(job, Group.of(job, members));
+        this.strategy = strategy;
+        this.layout = strategy.effectiveLayout(causal);
+        this.causalDefault = causal;
+        this.length = length;
+        this.positions = layout.positions(group.rank(), group.worldSize(), length);
+    }
+
+    /** The layout the inputs are sharded by. */
+    SequenceLayout layout() {
+        return layout;
+    }
+
+    @Override
+    public int length() {
+        return length;
+    }
+
+    @Override
+    public int[] positions() {
+        return positions.clone();
+    }
+
+    @Override
+    public SequenceParallelAttention<?> softmax(boolean causal, int window) {
+        if (strategy.algorithm() == SequenceAlgorithm.LASP) {
+            throw new IllegalStateException("the strategy's algorithm is lasp, which is linear attention; a softmax "
+                    + "attention layer needs ring, wallfacer, attention2d, attention2d-overlap or ulysses");
+        }
+        return softmax.computeIfAbsent(causal + "/" + window, key -> strategy.algorithm().create(group,
+                new SequenceAlgorithm.Settings(group.worldSize(), length, 0, 0, causal, window, layout,
+                        strategy.team(), 1.0)));
+    }
+
+    @Override
+    public SequenceParallelLinearAttention<?> linear(LinearAttention op, Decay decay, boolean causal) {
+        if (layout != SequenceLayout.CONTIGUOUS) {
+            throw new IllegalStateException("linear attention runs LASP, whose state chain needs the contiguous "
+                    + "layout; this run shards sequences " + layout.name().toLowerCase(java.util.Locale.ROOT)
+                    + " (set the strategy's layout to CONTIGUOUS)");
+        }
+        if (linearComm == null) {
+            linearComm = Communicator.of(group, Group.world(group), 8);
+        }
+        return new LaspAttention(linearComm, decay, causal, op);
+    }
+
+    @Override
+    public String toString() {
+        return "SequenceShardContext{" + strategy + ", N=" + length + ", member " + group.rank() + " of "
+                + group.worldSize() + ", causal " + causalDefault + "}";
+    }
+}

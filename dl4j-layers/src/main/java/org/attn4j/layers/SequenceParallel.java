@@ -1,0 +1,98 @@
+package org.attn4j.layers;
+
+import java.util.Arrays;
+
+import org.attn4j.ops.SequenceParallelAttention;
+import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.SequenceParallelLinearAttention;
+import org.deeplearning4j.exception.DL4JInvalidInputException;
+
+/**
+ * The run-time sequence-parallel context the attention layers consult: when a worker runs its network on its
+ * shard of every sequence, a trainer (in the distributed module) enters a {@link Context} on the worker's thread,
+ * and every {@link FlashAttentionLayer} and {@link LinearAttentionLayer} then computes attention with the
+ * context's sequence-parallel algorithm instead of the one-device op. A saved configuration therefore never
+ * holds ranks or hosts: the same network runs on one worker or on many.
+ * <pre>
+ *   try (SequenceParallel.Scope s = SequenceParallel.enter(context)) {
+ *       net.computeGradientAndScore();          // attention layers talk to the other workers of the group
+ *   }
+ * </pre>
+ * The context lives in a thread-local, so several in-JVM workers (one thread each) can each have their own.
+ */
+public final class SequenceParallel {
+
+    private static final ThreadLocal<Context> CURRENT = new ThreadLocal<>();
+
+    private SequenceParallel() {
+    }
+
+    /** What a layer needs to know about the sequence-parallel run it is part of. */
+    public interface Context {
+        /** The global sequence length N of the current batch. */
+        int length();
+
+        /** The global positions of this worker's time steps, in the order its input holds them. */
+        int[] positions();
+
+        /**
+         * The softmax attention of this worker's sequence group for a layer with these mask settings. Every
+         * worker of the group gets the matching instance and calls it in the same order.
+         */
+        SequenceParallelAttention<?> softmax(boolean causal, int window);
+
+        /** The linear attention (LASP) of this worker's sequence group, with the layer's local op and decay. */
+        SequenceParallelLinearAttention<?> linear(LinearAttention op, Decay decay, boolean causal);
+    }
+
+    /** Leaves the context it was entered with (restoring the one before). */
+    public interface Scope extends AutoCloseable {
+        @Override
+        void close();
+    }
+
+    /** The context of this thread, or null when the layers run on one device. */
+    public static Context current() {
+        return CURRENT.get();
+    }
+
+    /**
+     * Makes {@code context} this thread's context until the returned scope is closed.
+     *
+     * @param context the context, not null
+     */
+    public static Scope enter(Context context) {
+        if (context == null) {
+            throw new IllegalArgumentException("SequenceParallel.enter: context is null");
+        }
+        Context before = CURRENT.get();
+        CURRENT.set(context);
+        return () -> {
+            if (before == null) {
+                CURRENT.remove();
+            } else {
+                CURRENT.set(before);
+            }
+        };
+    }
+
+    /**
+     * Checks that a layer's input fits the context: as many time steps as the worker holds positions, and no
+     * per-step mask (key padding is not supported sequence-parallel).
+     *
+     * @throws DL4JInvalidInputException naming the layer and what was expected
+     */
+    static void checkShard(Context c, String layer, long timeSteps, boolean masked) {
+        if (timeSteps != c.positions().length) {
+            throw new DL4JInvalidInputException(layer + ": sequence-parallel input has " + timeSteps
+                    + " time steps, but this worker holds " + c.positions().length + " positions of N = "
+                    + c.length() + " (" + Arrays.toString(Arrays.copyOf(c.positions(),
+                    Math.min(4, c.positions().length))) + "...)");
+        }
+        if (masked) {
+            throw new DL4JInvalidInputException(layer + ": per-step masks (key padding) are not supported "
+                    + "sequence-parallel; pad to whole sequences or train on one worker");
+        }
+    }
+}
