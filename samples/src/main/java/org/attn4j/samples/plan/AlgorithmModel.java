@@ -14,7 +14,7 @@ interface AlgorithmModel {
      * One configuration of an algorithm.
      *
      * @param config   what was chosen, e.g. "C=2, teams in nodes" or "4 x 4 grid"
-     * @param note     a caveat for the report (e.g. not implemented in attn4j), or null
+     * @param note     a caveat for the report (e.g. a placement attn4j does not use), or null
      * @param forward  the forward pass
      * @param backward the backward pass
      */
@@ -35,4 +35,12 @@ interface AlgorithmModel {
 
     /** The configurations to price; at least one when {@link #unavailable} is null. */
     List<Candidate> candidates(PlanProblem problem);
+
+    /**
+     * Whether the report shows the fastest candidate (a scheduler's search, as WallFacer's) or the first one
+     * (what attn4j runs by default); the others are listed as alternatives either way.
+     */
+    default boolean reportsFastest() {
+        return true;
+    }
 }

@@ -5,11 +5,15 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 
+import org.attn4j.distributed.sequence.ProcessorGrid;
+
 /**
- * ATTENTION2D (Elango, ATTENTION2D, section 3) on the most square {@code rows x cols} grid of P, rank
- * {@code w = r + rows c} being processor {@code p(r, c)} (attn4j's {@code Attention2D}; columns are consecutive
- * ranks, so column collectives stay in a node when the node holds a column). Both orientations of a rectangular
- * grid are priced; the row collectives carry q, the column ones K/V.
+ * ATTENTION2D (Elango, ATTENTION2D, section 3) on an {@code R x C} {@link ProcessorGrid}, rank {@code w = r + R c}
+ * being processor {@code p(r, c)} as in attn4j's {@code Attention2D} and {@code Attention2DOverlap} (columns are
+ * consecutive ranks, so column collectives stay in a node when the node holds a column). The row collectives carry
+ * q, the column ones K/V. Priced: attn4j's default grid, {@link ProcessorGrid#forWorkers} ({@code R >= C}), which
+ * the report shows, and on a rectangle also the transposed {@code C x R} grid, listed as an alternative (attn4j
+ * runs it when given that grid).
  *
  * <p>ATTENTION2D-NO (section 3.2, algorithms 1 and 3) runs its phases one after another: K/V transpose, row
  * all-gather of q, column all-gathers of k and v, local flash, row reduce-scatter of (O, LSE); backward: row
@@ -50,39 +54,29 @@ final class Attention2DModel implements AlgorithmModel {
 
     @Override
     public List<Candidate> candidates(PlanProblem problem) {
-        int p = problem.workers();
-        int a = mostSquareRows(p);
+        ProcessorGrid grid = ProcessorGrid.forWorkers(problem.workers());
         List<Candidate> out = new ArrayList<>();
-        out.add(candidate(problem, a, p / a));
-        if (a != p / a) {
-            out.add(candidate(problem, p / a, a));
+        out.add(candidate(problem, grid, null));
+        if (!grid.isSquare()) {
+            out.add(candidate(problem, new ProcessorGrid(grid.columns(), grid.rows()),
+                    "run with new ProcessorGrid(" + grid.columns() + ", " + grid.rows() + "); attn4j's default grid is "
+                            + grid));
         }
         return out;
     }
 
-    /** The largest divisor of {@code p} not above its square root. */
-    static int mostSquareRows(int p) {
-        int a = (int) Math.floor(Math.sqrt(p));
-        while (p % a != 0) {
-            a--;
-        }
-        return a;
+    /** The report shows attn4j's default grid, the first candidate, and lists the transposed one. */
+    @Override
+    public boolean reportsFastest() {
+        return false;
     }
 
-    /** The schedules on a {@code rows x cols} grid. */
-    Candidate candidate(PlanProblem problem, int rows, int cols) {
-        Grid g = new Grid(rows, cols);
+    /** The schedules on {@code grid}. */
+    Candidate candidate(PlanProblem problem, ProcessorGrid grid, String note) {
+        Grid g = new Grid(grid);
         Schedule fwd = overlap ? overlappedForward(problem, g) : forward(problem, g);
         Schedule bwd = overlap ? overlappedBackward(problem, g) : backward(problem, g);
-        List<String> notes = new ArrayList<>();
-        if (overlap) {
-            notes.add("not implemented in attn4j");
-        }
-        if (rows != cols) {
-            notes.add("rectangular grid: attn4j runs square grids");
-        }
-        return new Candidate(rows + " x " + cols + " grid", notes.isEmpty() ? null : String.join("; ", notes),
-                fwd, bwd);
+        return new Candidate(grid + " grid", note, fwd, bwd);
     }
 
     private static Schedule forward(PlanProblem pr, Grid g) {
@@ -127,21 +121,40 @@ final class Attention2DModel implements AlgorithmModel {
         double block = pr.backwardSeconds() / g.p;
         Schedule s = new Schedule(g.p);
         Round.Flow kv = g.rows > 1 ? g.column(2 * pr.xkv()) : null;
+        Round.Flow back = g.transposeBack(2 * pr.xkv());
+        if (g.cols == 1) {
+            return ridingColumnBackward(s, g, block, kv).comm(Round.of(back));
+        }
         Round.Flow inputs = g.row(3 * pr.xq() + pr.xlse());
         Round.Flow dq = g.row(pr.xq());
-        gatherDownColumn(s, g, block, kv, g.cols > 1 ? inputs : null);
+        gatherDownColumn(s, g, block, kv, inputs);
         for (int i = 1; i < g.cols - 1; i++) {
             s.overlapped(1, pr.backwardSeconds() / g.cols, round(inputs, i > 1 ? dq : null));
         }
-        if (g.cols > 1) {
-            // the last row step (algorithm 11): its rows blocks one by one, dK/dV partials scattered up the column
-            s.overlapped(1, block, round(g.cols > 2 ? dq : null));
-            s.overlapped(g.rows - 1, block, round(kv));
-            s.comm(Round.of(dq));
-        } else {
-            s.comm(g.rows - 1, Round.of(g.column(2 * pr.xkv())));
+        // the last row step (algorithm 11): its rows blocks one by one, dK/dV partials scattered up the column
+        s.overlapped(1, block, round(g.cols > 2 ? dq : null));
+        s.overlapped(g.rows - 1, block, round(kv));
+        return s.comm(Round.of(dq)).comm(Round.of(back));
+    }
+
+    /**
+     * Algorithm 9 on an {@code R x 1} grid, where the own query block is the only one: the dK/dV reduce-scatter
+     * rides the K/V gather ring. Step {@code s} sends the K/V block on ({@code s < R-1}) and, from {@code s = 1},
+     * posts its dK/dV partial up after its compute, so the partial of step {@code s} travels during step
+     * {@code s + 1} and the last one after the last compute.
+     */
+    private static Schedule ridingColumnBackward(Schedule s, Grid g, double block, Round.Flow kv) {
+        if (g.rows == 1) {
+            return s.compute(block);
         }
-        return s.comm(Round.of(g.transposeBack(2 * pr.xkv())));
+        s.overlapped(Math.min(2, g.rows - 1), block, round(kv));
+        s.overlapped(g.rows - 3, block, round(kv, kv));
+        if (g.rows >= 3) {
+            s.overlapped(1, block, round(kv));
+        } else {
+            s.compute(block);
+        }
+        return s.comm(Round.of(kv));
     }
 
     /** {@code rows} steps of one block each; K/V travel up the column, the first step also sends {@code first}. */
@@ -159,44 +172,46 @@ final class Attention2DModel implements AlgorithmModel {
         return new Round(Arrays.stream(flows).filter(Objects::nonNull).toList());
     }
 
-    /** The processor grid on node-major ranks. */
+    /** The flows of a {@link ProcessorGrid} on node-major ranks (rank {@code w} is attn4j's worker {@code w}). */
     private static final class Grid {
+        final ProcessorGrid grid;
         final int rows;
         final int cols;
         final int p;
 
-        Grid(int rows, int cols) {
-            this.rows = rows;
-            this.cols = cols;
-            this.p = rows * cols;
+        Grid(ProcessorGrid grid) {
+            this.grid = grid;
+            this.rows = grid.rows();
+            this.cols = grid.columns();
+            this.p = grid.size();
         }
 
-        /** Rank of {@code p(r, c)}. */
+        /** Rank of {@code p(r, c)}, indices taken round the grid. */
         int rank(int r, int c) {
-            return Math.floorMod(r, rows) + rows * Math.floorMod(c, cols);
+            return grid.worker(Math.floorMod(r, rows), Math.floorMod(c, cols));
         }
 
         /** Ring step along the row: {@code p(r, c)} to {@code p(r, c + 1)}. */
         Round.Flow row(long bytes) {
-            return Round.Flow.of(p, bytes, w -> rank(w % rows, w / rows + 1));
+            return Round.Flow.of(p, bytes, w -> rank(grid.row(w), grid.column(w) + 1));
         }
 
         /** Ring step along the column: {@code p(r, c)} to {@code p(r + 1, c)}. */
         Round.Flow column(long bytes) {
-            return Round.Flow.of(p, bytes, w -> rank(w % rows + 1, w / rows));
+            return Round.Flow.of(p, bytes, w -> rank(grid.row(w) + 1, grid.column(w)));
         }
 
         /**
-         * Column-major to row-major: rank {@code s} holds the K/V of column-major index {@code s}, which
-         * {@code p(s / cols, s mod cols)} needs (a pairwise swap with {@code p(c, r)} on a square grid).
+         * The K/V transpose: rank {@code w} holds striped shard {@code w}, which {@link ProcessorGrid#keyHolder}
+         * needs (a pairwise swap {@code p(r, c) <-> p(c, r)} on a square grid, cycles on a rectangle).
          */
         Round.Flow transpose(long bytes) {
-            return Round.Flow.of(p, bytes, s -> rank(s / cols, s % cols));
+            return Round.Flow.of(p, bytes, grid::keyHolder);
         }
 
-        /** Row-major back to column-major: {@code p(r, c)} returns its block to rank {@code cols r + c}. */
+        /** The transpose back: {@code p(r, c)} returns shard {@link ProcessorGrid#keyShard} to its rank. */
         Round.Flow transposeBack(long bytes) {
-            return Round.Flow.of(p, bytes, w -> cols * (w % rows) + w / rows);
+            return Round.Flow.of(p, bytes, w -> grid.keyShard(grid.row(w), grid.column(w)));
         }
     }
 }

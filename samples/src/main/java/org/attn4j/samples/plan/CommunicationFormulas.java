@@ -2,8 +2,8 @@ package org.attn4j.samples.plan;
 
 /**
  * Bytes each rank sends per layer, in closed form: the formulas of docs/algorithms.md in one place. The cost
- * model's schedules must add up to these (PlanFormulasTest), and attn4j's algorithms must send exactly these
- * (the transport's counters; PlanFormulasTest runs them in one JVM). {@code X_q = B H (N/P) D w},
+ * model's schedules must add up to these (PlanFormulasTest), and attn4j's algorithms send exactly these (the
+ * transport's counters; PlanFormulasMatchImplementationTest runs them in one JVM). {@code X_q = B H (N/P) D w},
  * {@code X_kv = B Hkv (N/P) D w}, {@code X_lse = B H (N/P) w}.
  */
 public final class CommunicationFormulas {
@@ -20,26 +20,49 @@ public final class CommunicationFormulas {
     private CommunicationFormulas() {
     }
 
-    /** Ring attention: {@code (P-1) 2 X_kv} / {@code (P-1) 2 X_kv + P 2 X_kv} (every rank alike). */
-    public static Volume ring(int p, long xkv) {
-        return new Volume((p - 1) * 2 * xkv, (p - 1) * 2 * xkv + (p > 1 ? p * 2 * xkv : 0));
+    /**
+     * Whether ring attention's backward pass moves the query side, as attn4j's {@code RingAttention.queriesTravel}
+     * decides it: {@code 3 X_q + 2 X_lse <= 4 X_kv} (q, dO, LSE, Delta and dQ against K, V, dK, dV; the same test
+     * as {@code 3 H D + 2 H <= 4 Hkv D}, all sizes sharing the factor {@code B (N/P) w}).
+     */
+    public static boolean ringMovesQueries(long xq, long xkv, long xlse) {
+        return 3 * xq + 2 * xlse <= 4 * xkv;
     }
 
     /**
-     * WallFacer with team size C, {@code R = P / C^2}, for team member {@code local}:
-     * forward {@code (C-1)(2 X_q + 2 X_kv + X_lse) + R' 2 C X_kv}, backward
-     * {@code (C-1)(4 X_q + 4 X_kv + X_lse) + (2R - 1 + 2 [local != 0]) 2 C X_kv} (for {@code R > 1}), where
-     * {@code R' = R} for members other than 0 (their team's K/V go to their sub-ring first) and {@code R - 1}
-     * for member 0. C = 1 is ring attention.
+     * Ring attention with P steps (no sliding window), every rank alike: forward {@code (P-1) 2 X_kv}; backward
+     * {@code (P-1)(3 X_q + 2 X_lse) + X_q} when the queries travel (BurstAttention, algorithm 2: the bundle q, dO,
+     * LSE, Delta and its dQ, which finally goes home), {@code (P-1) 2 X_kv + P 2 X_kv} when K/V do (see
+     * {@link #ringMovesQueries}). For P = 1 nothing leaves: the last term is a send to oneself.
+     */
+    public static Volume ring(int p, long xq, long xkv, long xlse) {
+        if (p == 1) {
+            return new Volume(0, 0);
+        }
+        long forward = (p - 1) * 2 * xkv;
+        long backward = ringMovesQueries(xq, xkv, xlse) ? (p - 1) * (3 * xq + 2 * xlse) + xq
+                : (p - 1) * 2 * xkv + p * 2 * xkv;
+        return new Volume(forward, backward);
+    }
+
+    /**
+     * WallFacer with team size C, {@code R = P / C^2}, for team member {@code local} (attn4j's
+     * {@code WallFacerAttention}, whose backward pass keeps K/V and circulates the query bundles):
+     * <pre>
+     *   forward   (C-1)(X_q + 2 X_kv) + [local != 0] 2C X_kv + (R-1) 2C X_kv + (C-1)(X_q + X_lse)
+     *   backward  (C-1)(2 X_q + 2 X_lse + 2 X_kv) + [local != 0] C (2 X_q + 2 X_lse) + (R-1) C (3 X_q + 2 X_lse)
+     *             + [local != 0 or R > 1] C X_q + (C-1)(X_q + 2 X_kv)
+     * </pre>
+     * (team all-gathers, the first block to the sub-ring, the ring hops, dQ home, team reduce-scatters). C = 1
+     * is ring attention with the queries travelling backward.
      */
     public static Volume wallFacer(int p, int c, int local, long xq, long xkv, long xlse) {
         long r = p / ((long) c * c);
-        long block = 2L * c * xkv;
-        long place = local != 0 ? 1 : 0;
-        long hops = r > 1 ? r - 1 : 0;
-        long grads = r > 1 ? r : 0;
-        long forward = (c - 1) * (2 * xq + 2 * xkv + xlse) + (place + hops) * block;
-        long backward = (c - 1) * (4 * xq + 4 * xkv + xlse) + (2 * place + hops + grads) * block;
+        long first = local != 0 ? 1 : 0;
+        long bundle = 2 * xq + 2 * xlse;
+        long forward = (c - 1) * (xq + 2 * xkv) + (first + r - 1) * 2 * c * xkv + (c - 1) * (xq + xlse);
+        long backward = (c - 1) * (bundle + 2 * xkv) + first * c * bundle + (r - 1) * c * (bundle + xq)
+                + (local != 0 || r > 1 ? c * xq : 0) + (c - 1) * (xq + 2 * xkv);
         return new Volume(forward, backward);
     }
 

@@ -8,8 +8,9 @@ import java.util.List;
  *
  * @param algorithm        the algorithm's name
  * @param source           the paper and section its schedule follows
- * @param config           the configuration priced (the fastest of the candidates), null if unavailable
- * @param note             a caveat (not implemented in attn4j, modelled placement), or null
+ * @param config           the configuration priced (the fastest candidate, or the default one where
+ *                         {@link AlgorithmModel#reportsFastest} says so), null if unavailable
+ * @param note             a caveat (a placement attn4j does not use, a faster configuration), or null
  * @param unavailable      why the algorithm cannot run this problem, or null
  * @param forwardBytes     bytes sent by the busiest rank in the forward passes
  * @param backwardBytes    bytes sent by the busiest rank in the backward passes
@@ -62,6 +63,13 @@ public record Prediction(String algorithm, String source, String config, String 
         return new Prediction(algorithm, source, config, note, unavailable, forwardBytes, backwardBytes,
                 interNodeBytes, forwardMessages, backwardMessages, computeSeconds, forwardSeconds, totalSeconds,
                 List.copyOf(others));
+    }
+
+    /** This prediction with {@code more} added to its note. */
+    Prediction withNote(String more) {
+        return new Prediction(algorithm, source, config, note == null ? more : note + "; " + more, unavailable,
+                forwardBytes, backwardBytes, interNodeBytes, forwardMessages, backwardMessages, computeSeconds,
+                forwardSeconds, totalSeconds, alternatives);
     }
 
     private static long max(long[] values) {

@@ -5,8 +5,11 @@ import java.util.List;
 /**
  * Ring attention (BurstAttention, algorithms 1-2; attn4j's {@code RingAttention}): the P ranks in rank order
  * form one ring. Forward: P steps, each computing one K/V block while the next block ({@code 2 X_kv}) travels
- * to the next rank, the last step without a send. Backward: P steps, K/V travelling as in the forward pass and
- * the dK/dV accumulators ({@code 2 X_kv}) one hop behind them, the last hop after the last compute.
+ * to the next rank, the last step without a send. Backward, P steps, whichever side attn4j moves
+ * ({@link CommunicationFormulas#ringMovesQueries}): the query bundle (q, dO, LSE, Delta: {@code 2 X_q + 2 X_lse})
+ * travelling to the previous rank ahead of the compute and the dQ accumulator ({@code X_q}) one step behind it,
+ * the last dQ going home after the last compute (BurstAttention's algorithm 2); or, when K/V are the smaller side
+ * (GQA), the K/V blocks ahead and the dK/dV accumulators ({@code 2 X_kv}) behind, towards the next rank.
  */
 final class RingModel implements AlgorithmModel {
 
@@ -33,12 +36,20 @@ final class RingModel implements AlgorithmModel {
     @Override
     public List<Candidate> candidates(PlanProblem problem) {
         int p = problem.workers();
-        Round.Flow kv = Round.Flow.of(p, 2 * problem.xkv(), r -> (r + 1) % p);
+        long xq = problem.xq();
+        long xkv = problem.xkv();
+        Round.Flow kv = Round.Flow.of(p, 2 * xkv, r -> (r + 1) % p);
         double forward = problem.forwardSeconds() / p;
         double backward = problem.backwardSeconds() / p;
-        Schedule fwd = new Schedule(p).overlapped(p - 1, forward, Round.of(kv)).compute(forward);
-        Schedule bwd = new Schedule(p).overlapped(p - 1, backward, Round.of(kv, kv)).compute(backward)
-                .comm(Round.of(kv));
-        return List.of(new Candidate("P=" + p, null, fwd, bwd));
+        Schedule fwd = new Schedule(p).ring(p, forward, kv, null, null);
+        if (CommunicationFormulas.ringMovesQueries(xq, xkv, problem.xlse())) {
+            Round.Flow bundle = Round.Flow.of(p, 2 * xq + 2 * problem.xlse(), r -> (r + p - 1) % p);
+            Round.Flow dq = Round.Flow.of(p, xq, r -> (r + p - 1) % p);
+            Schedule bwd = new Schedule(p).ring(p, backward, bundle, dq, dq);
+            return List.of(new Candidate("P=" + p + ", bwd: queries travel", null, fwd, bwd));
+        }
+        Round.Flow grads = Round.Flow.of(p, 2 * xkv, r -> (r + 1) % p);
+        Schedule bwd = new Schedule(p).ring(p, backward, kv, grads, grads);
+        return List.of(new Candidate("P=" + p + ", bwd: K/V travel", null, fwd, bwd));
     }
 }

@@ -47,6 +47,27 @@ final class Schedule {
         return add(new Step(seconds, List.of(rounds), true, times));
     }
 
+    /**
+     * {@code steps} ring steps of {@code seconds} compute each, pipelined: {@code ahead} (the block the next step
+     * works on) is in flight during every step but the last; {@code behind} (the accumulator the step before
+     * produced, passed on) during every step but the first; {@code home} (the last accumulator, on its way to its
+     * owner) after the last compute. {@code behind} and {@code home} may be null (nothing of the kind).
+     */
+    Schedule ring(int steps, double seconds, Round.Flow ahead, Round.Flow behind, Round.Flow home) {
+        if (steps > 1) {
+            overlapped(1, seconds, Round.of(ahead));
+            overlapped(steps - 2, seconds, behind == null ? Round.of(ahead) : Round.of(ahead, behind));
+            if (behind == null) {
+                compute(seconds);
+            } else {
+                overlapped(1, seconds, Round.of(behind));
+            }
+        } else {
+            compute(seconds);
+        }
+        return home == null ? this : comm(Round.of(home));
+    }
+
     private Schedule add(Step step) {
         if (step.repeat() > 0) {
             steps.add(step);

@@ -8,9 +8,11 @@ import java.util.List;
  * teams of C ranks, {@code C^2 | P}; team {@code t} is place {@code t mod R} of team group {@code t / R},
  * {@code R = P / C^2}. Forward: team all-gathers of q, k, v; member {@code l} sends its team's K/V
  * ({@code 2 C X_kv}) to its first sub-ring position (none for {@code l = 0}); {@code R} ring steps, each
- * computing one block while the next travels; team reduce-scatter of (O, LSE). Backward as attn4j runs it:
- * team all-gathers of q, O, LSE, dO, k, v; the placement send; R ring steps with the K/V block and the dK/dV
- * accumulators travelling; the accumulators' hop home; team reduce-scatters of dQ, dK, dV.
+ * computing one block while the next travels; team reduce-scatter of (O, LSE). Backward (section 3.2.1, as attn4j
+ * runs it): team all-gathers of q, dO, LSE, Delta, k, v; K/V stay; member {@code l} sends its team's query bundle
+ * (q, dO, LSE, Delta: {@code C (2 X_q + 2 X_lse)}) to the rank its first K/V block came from (none for
+ * {@code l = 0}); R ring steps, the next bundle travelling ahead of the compute and the dQ accumulator
+ * ({@code C X_q}) one step behind it; the last dQ home; team reduce-scatters of dQ, dK, dV.
  *
  * <p>The topology scheduler (section 3.4, equation 8) tries every C with {@code C^2 | P} and both placements:
  * teams on consecutive ranks (team collectives inside a node when C divides the node; what attn4j runs) or
@@ -88,22 +90,27 @@ final class WallFacerModel implements AlgorithmModel {
         double forward = problem.forwardSeconds() / ring;
         double backward = problem.backwardSeconds() / ring;
         Round.Flow toPlace = at.flow(block, (t, l) -> at.rank(at.team(at.group(t) - l, at.place(t)), l));
-        Round.Flow fromPlace = at.flow(block, (t, l) -> at.rank(at.team(at.group(t) + l, at.place(t)), l));
         Round.Flow next = at.flow(block, (t, l) -> at.rank(at.team(at.group(t), at.place(t) + 1), l));
 
         Schedule fwd = new Schedule(at.p);
         at.teamRing(fwd, xq);
         at.teamRing(fwd, xkv);
         at.teamRing(fwd, xkv);
-        fwd.comm(Round.of(toPlace)).overlapped(ring - 1, forward, Round.of(next)).compute(forward);
+        fwd.comm(Round.of(toPlace)).ring(ring, forward, next, null, null);
         at.teamRing(fwd, xq + xlse);
 
+        long bundle = (long) c * (2 * xq + 2 * xlse);
+        Round.Flow bundleToPlace = at.flow(bundle, (t, l) -> at.rank(at.team(at.group(t) + l, at.place(t)), l));
+        Round.Flow nextBundle = at.flow(bundle, (t, l) -> at.rank(at.team(at.group(t), at.place(t) + 1), l));
+        Round.Flow nextDq = at.flow((long) c * xq, (t, l) -> at.rank(at.team(at.group(t), at.place(t) + 1), l));
+        // after R steps rank (t, l) holds the dQ of the queries of team (g(t) - l, place(t) + 1)
+        Round.Flow dqHome = at.flow((long) c * xq,
+                (t, l) -> at.rank(at.team(at.group(t) - l, at.place(t) + 1), l));
         Schedule bwd = new Schedule(at.p);
-        for (long x : new long[] {xq, xq, xlse, xq, xkv, xkv}) {
+        for (long x : new long[] {xq, xq, xlse, xlse, xkv, xkv}) {
             at.teamRing(bwd, x);
         }
-        bwd.comm(Round.of(toPlace)).overlapped(ring - 1, backward, Round.of(next, next)).compute(backward)
-                .comm(Round.of(next)).comm(Round.of(fromPlace));
+        bwd.comm(Round.of(bundleToPlace)).ring(ring, backward, nextBundle, nextDq, dqHome);
         for (long x : new long[] {xq, xkv, xkv}) {
             at.teamRing(bwd, x);
         }

@@ -75,9 +75,12 @@ class PlanCommandTest {
         predictions.forEach(p -> names.add(p.get("algorithm").asText()));
         assertEquals(ALGORITHMS, names);
         JsonNode ring = predictions.get(0);
-        // B 32, H 32, N/P 512, D 80, 2 bytes: X_kv = 83886080 bytes; one layer
-        assertEquals(CommunicationFormulas.ring(16, 32L * 32 * 512 * 80 * 2).forward(),
-                ring.get("forward_bytes").asLong());
+        // B 32, H = Hkv 32, N/P 512, D 80, 2 bytes: X_q = X_kv = 83886080 bytes, X_lse = 1048576; one layer
+        CommunicationFormulas.Volume volume = CommunicationFormulas.ring(16, 32L * 32 * 512 * 80 * 2,
+                32L * 32 * 512 * 80 * 2, 32L * 32 * 512 * 2);
+        assertEquals(volume.forward(), ring.get("forward_bytes").asLong());
+        assertEquals(volume.backward(), ring.get("backward_bytes").asLong());
+        assertEquals("P=16, bwd: queries travel", ring.get("config").asText());
         assertEquals(1.0, ring.get("speedup_over_ring").asDouble());
         assertTrue(ring.get("total_seconds").asDouble() > ring.get("forward_seconds").asDouble());
         JsonNode wall = predictions.get(1);
@@ -97,6 +100,27 @@ class PlanCommandTest {
                 "--inter-bw", "10", "--rate", "5", "--heads", "8", "--kv-heads", "4", "--head-dim", "64", "-N", "4096");
         assertEquals(0, eight.exitCode(), eight.err());
         assertTrue(eight.out().contains("ulysses              n/a: P = 8 must divide H = 8 and Hkv = 4"), eight.out());
+    }
+
+    @Test
+    void reportsAttn4jsDefaultGridAndListsTheTransposedOne() throws Exception {
+        Path json = tmp.resolve("grid.json");
+        CliRun run = CliRun.of("plan", "--nodes", "2", "--workers-per-node", "4", "--intra-bw", "100", "--inter-bw",
+                "10", "--rate", "5", "--heads", "8", "--kv-heads", "4", "--head-dim", "64", "-N", "4096", "--json",
+                json.toString());
+        assertEquals(0, run.exitCode(), run.err());
+        JsonNode predictions = new ObjectMapper().readTree(json.toFile()).get("plans").get(0).get("predictions");
+        for (int i : new int[] {2, 3}) {                       // attention2d, attention2d-overlap
+            JsonNode a2d = predictions.get(i);
+            assertEquals("4 x 2 grid", a2d.get("config").asText(), "ProcessorGrid.forWorkers(8)");
+            JsonNode other = a2d.get("alternatives").get(0);
+            assertEquals("2 x 4 grid", other.get("config").asText());
+            assertTrue(other.get("note").asText().contains("new ProcessorGrid(2, 4)"), other.toString());
+            boolean faster = other.get("total_seconds").asDouble() < a2d.get("total_seconds").asDouble();
+            assertEquals(faster, a2d.has("note") && a2d.get("note").asText().contains("2 x 4 grid is faster"),
+                    a2d.toString());
+        }
+        assertFalse(run.out().contains("not implemented"), run.out());
     }
 
     @Test

@@ -2,10 +2,14 @@ package org.attn4j.samples.plan;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Arrays;
 import java.util.List;
 
+import org.attn4j.distributed.sequence.ProcessorGrid;
 import org.attn4j.samples.plan.CommunicationFormulas.Volume;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -23,9 +27,16 @@ class PlanFormulasTest {
     private static final long XLSE = 64;
 
     @Test
-    void ringSendsPMinusOneKvShardsForwardAndPMoreGradientShardsBackward() {
-        assertEquals(new Volume(3 * 128, 3 * 128 + 4 * 128), CommunicationFormulas.ring(4, XKV));
-        assertEquals(new Volume(0, 0), CommunicationFormulas.ring(1, XKV));
+    void ringMovesTheQueriesBackwardUnlessKvAreTheSmallerSide() {
+        // H = Hkv (X_kv = X_q = 128): the query side 3 X_q + 2 X_lse = 512 against 4 X_kv = 512, a tie, which goes
+        // to the queries. Backward: 3 bundles (q, dO, LSE, Delta) 3 * 384, 3 dQ hops 3 * 128 and dQ home 128
+        assertTrue(CommunicationFormulas.ringMovesQueries(XQ, XQ, XLSE));
+        assertEquals(new Volume(3 * 256, 3 * 384 + 3 * 128 + 128), CommunicationFormulas.ring(4, XQ, XQ, XLSE));
+        // H = 2 Hkv: 512 > 4 X_kv = 256, so K/V travel again, with P hops of dK/dV
+        assertFalse(CommunicationFormulas.ringMovesQueries(XQ, XKV, XLSE));
+        assertEquals(new Volume(3 * 128, 3 * 128 + 4 * 128), CommunicationFormulas.ring(4, XQ, XKV, XLSE));
+        assertEquals(new Volume(0, 0), CommunicationFormulas.ring(1, XQ, XKV, XLSE));
+        assertEquals(new Volume(0, 0), CommunicationFormulas.ring(1, XQ, XQ, XLSE));
     }
 
     @Test
@@ -47,13 +58,27 @@ class PlanFormulasTest {
 
     @Test
     void wallFacerWithTeamsOfTwoOnEightWorkersMatchesTheHandCount() {
-        // C = 2, R = 2, team block 2 C X_kv = 256. Member 1 forward: gathers q, k, v 256, placement 256,
-        // one ring hop 256, reduce-scatter of (O, LSE) 192: 960. Backward: gathers of q, O, LSE, dO, k, v 576,
-        // placement 256, one K/V hop 256, two dK/dV hops 512, home 256, reduce-scatters of dQ, dK, dV 256: 2112.
-        assertEquals(new Volume(960, 2112), CommunicationFormulas.wallFacer(8, 2, 1, XQ, XKV, XLSE));
-        // member 0 keeps its team's block at home: no placement send, no hop home
-        assertEquals(new Volume(704, 1600), CommunicationFormulas.wallFacer(8, 2, 0, XQ, XKV, XLSE));
-        assertEquals(CommunicationFormulas.ring(8, XKV), CommunicationFormulas.wallFacer(8, 1, 0, XQ, XKV, XLSE));
+        // C = 2, R = 2, team K/V block 2 C X_kv = 256, team query bundle C (2 X_q + 2 X_lse) = 768, team dQ
+        // C X_q = 256. Member 1 forward: gathers of q, k, v 256, first block 256, one ring hop 256, reduce-scatter
+        // of (O, LSE) 192: 960. Backward: gathers of q, dO, LSE, Delta, k, v 512, first bundle 768, one bundle hop
+        // 768 and one dQ hop 256, dQ home 256, reduce-scatters of dQ, dK, dV 256: 2816.
+        assertEquals(new Volume(960, 2816), CommunicationFormulas.wallFacer(8, 2, 1, XQ, XKV, XLSE));
+        // member 0 keeps its team's blocks: no first send either way; its dQ still goes home (R > 1)
+        assertEquals(new Volume(704, 2048), CommunicationFormulas.wallFacer(8, 2, 0, XQ, XKV, XLSE));
+        // P = 4, C = 2: R = 1, no ring hops; member 0 sends no first bundle and its dQ home is itself
+        assertEquals(new Volume(448, 768), CommunicationFormulas.wallFacer(4, 2, 0, XQ, XKV, XLSE));
+        assertEquals(new Volume(704, 1792), CommunicationFormulas.wallFacer(4, 2, 1, XQ, XKV, XLSE));
+    }
+
+    @Test
+    void wallFacerWithTeamsOfOneIsRingAttentionWithTheQueriesTravelling() {
+        assertEquals(CommunicationFormulas.ring(8, XQ, XQ, XLSE),
+                CommunicationFormulas.wallFacer(8, 1, 0, XQ, XQ, XLSE));
+        // with GQA the ring moves K/V backward instead; WallFacer always moves the queries
+        Volume ring = CommunicationFormulas.ring(8, XQ, XKV, XLSE);
+        Volume wall = CommunicationFormulas.wallFacer(8, 1, 0, XQ, XKV, XLSE);
+        assertEquals(ring.forward(), wall.forward());
+        assertEquals(7 * (3 * XQ + 2 * XLSE) + XQ, wall.backward());
     }
 
     @Test
@@ -68,28 +93,34 @@ class PlanFormulasTest {
     @ParameterizedTest(name = "P = {0}")
     @ValueSource(ints = {1, 2, 3, 4, 8, 9, 16, 18, 36, 64})
     void ringAndWallFacerSchedulesAddUpToTheFormulas(int p) {
-        PlanProblem problem = problem(p, 4);
-        List<AlgorithmModel.Candidate> ring = new RingModel().candidates(problem);
-        assertSends(p, CommunicationFormulas.ring(p, problem.xkv()), ring.get(0));
-        for (int c = 1; c * c <= p; c++) {
-            if (p % (c * c) != 0) {
-                continue;
-            }
-            int r = p / (c * c);
-            for (WallFacerModel.Placement placement : WallFacerModel.Placement.values()) {
-                AlgorithmModel.Candidate cand = WallFacerModel.candidate(problem, c, placement);
-                long[] fwd = new long[p];
-                long[] bwd = new long[p];
-                for (int rank = 0; rank < p; rank++) {
-                    int member = placement == WallFacerModel.Placement.TEAMS_IN_NODES ? rank % c : rank / r % c;
-                    Volume v = CommunicationFormulas.wallFacer(p, c, member, problem.xq(), problem.xkv(),
-                            problem.xlse());
-                    fwd[rank] = v.forward();
-                    bwd[rank] = v.backward();
+        for (int kvHeads : new int[] {4, 2}) {                // queries travel backward (H = Hkv), K/V travel (GQA)
+            PlanProblem problem = problem(p, 4, kvHeads);
+            long xq = problem.xq();
+            long xkv = problem.xkv();
+            long xlse = problem.xlse();
+            AlgorithmModel.Candidate ring = new RingModel().candidates(problem).get(0);
+            assertEquals(kvHeads == 4 ? "P=" + p + ", bwd: queries travel" : "P=" + p + ", bwd: K/V travel",
+                    ring.config());
+            assertSends(p, CommunicationFormulas.ring(p, xq, xkv, xlse), ring);
+            for (int c = 1; c * c <= p; c++) {
+                if (p % (c * c) != 0) {
+                    continue;
                 }
-                String what = "WallFacer P = " + p + ", C = " + c + ", " + placement;
-                assertArrayEquals(fwd, cand.forward().bytesSent(), what + " forward");
-                assertArrayEquals(bwd, cand.backward().bytesSent(), what + " backward");
+                int r = p / (c * c);
+                for (WallFacerModel.Placement placement : WallFacerModel.Placement.values()) {
+                    AlgorithmModel.Candidate cand = WallFacerModel.candidate(problem, c, placement);
+                    long[] fwd = new long[p];
+                    long[] bwd = new long[p];
+                    for (int rank = 0; rank < p; rank++) {
+                        int member = placement == WallFacerModel.Placement.TEAMS_IN_NODES ? rank % c : rank / r % c;
+                        Volume v = CommunicationFormulas.wallFacer(p, c, member, xq, xkv, xlse);
+                        fwd[rank] = v.forward();
+                        bwd[rank] = v.backward();
+                    }
+                    String what = "WallFacer P = " + p + ", C = " + c + ", Hkv = " + kvHeads + ", " + placement;
+                    assertArrayEquals(fwd, cand.forward().bytesSent(), what + " forward");
+                    assertArrayEquals(bwd, cand.backward().bytesSent(), what + " backward");
+                }
             }
         }
     }
@@ -103,48 +134,45 @@ class PlanFormulasTest {
             List<AlgorithmModel.Candidate> cands = new Attention2DModel(overlap).candidates(problem);
             assertEquals(1, cands.size(), "a square grid has one orientation");
             assertEquals(g + " x " + g + " grid", cands.get(0).config());
-            long[] fwd = new long[p];
-            long[] bwd = new long[p];
-            for (int w = 0; w < p; w++) {
-                Volume v = CommunicationFormulas.attention2d(g, g, w % g != w / g, problem.xq(), problem.xkv(),
-                        problem.xlse());
-                fwd[w] = v.forward();
-                bwd[w] = v.backward();
-            }
-            assertArrayEquals(fwd, cands.get(0).forward().bytesSent(), "overlap " + overlap + " forward");
-            assertArrayEquals(bwd, cands.get(0).backward().bytesSent(), "overlap " + overlap + " backward");
+            assertGridSends(new ProcessorGrid(g, g), problem, cands.get(0), overlap);
         }
     }
 
     @ParameterizedTest(name = "P = {0}")
-    @ValueSource(ints = {2, 6, 8, 12, 18})
+    @ValueSource(ints = {2, 3, 6, 8, 12, 18})
     void attention2dSchedulesOnRectangularGridsAddUpToTheFormulas(int p) {
         PlanProblem problem = problem(p, 2);
-        int a = Attention2DModel.mostSquareRows(p);
+        ProcessorGrid grid = ProcessorGrid.forWorkers(p);
+        ProcessorGrid transposed = new ProcessorGrid(grid.columns(), grid.rows());
         for (boolean overlap : new boolean[] {false, true}) {
-            for (AlgorithmModel.Candidate cand : new Attention2DModel(overlap).candidates(problem)) {
-                String[] shape = cand.config().replace(" grid", "").split(" x ");
-                int rows = Integer.parseInt(shape[0]);
-                int cols = Integer.parseInt(shape[1]);
-                assertEquals(p, rows * cols, cand.config());
-                assertEquals(a, Math.min(rows, cols), cand.config() + ": the most square factorisation");
-                // ranks 0 and P-1 keep their K/V in the transpose; on a grid of one row or column every rank does
-                Volume stays = CommunicationFormulas.attention2d(rows, cols, false, problem.xq(), problem.xkv(),
-                        problem.xlse());
-                Volume moves = CommunicationFormulas.attention2d(rows, cols, true, problem.xq(), problem.xkv(),
-                        problem.xlse());
-                for (Schedule s : new Schedule[] {cand.forward(), cand.backward()}) {
-                    boolean forward = s == cand.forward();
-                    long[] b = s.bytesSent();
-                    String what = cand.config() + (overlap ? " O " : " NO ") + (forward ? "forward" : "backward");
-                    assertEquals(forward ? stays.forward() : stays.backward(), b[0], what + ", rank 0");
-                    assertEquals(forward ? stays.forward() : stays.backward(), b[p - 1], what + ", rank P-1");
-                    Volume busiest = rows > 1 && cols > 1 ? moves : stays;
-                    assertEquals(forward ? busiest.forward() : busiest.backward(),
-                            Arrays.stream(b).max().orElseThrow(), what + ", busiest rank");
-                }
-            }
+            List<AlgorithmModel.Candidate> cands = new Attention2DModel(overlap).candidates(problem);
+            assertEquals(2, cands.size(), "both orientations of " + grid);
+            assertEquals(grid + " grid", cands.get(0).config(), "attn4j's default grid first");
+            assertNull(cands.get(0).note());
+            assertEquals(transposed + " grid", cands.get(1).config());
+            assertTrue(cands.get(1).note().contains("new ProcessorGrid(" + grid.columns() + ", " + grid.rows() + ")"),
+                    cands.get(1).note());
+            assertGridSends(grid, problem, cands.get(0), overlap);
+            assertGridSends(transposed, problem, cands.get(1), overlap);
         }
+    }
+
+    /** The ATTENTION2D schedules send, rank by rank, the grid formula (the transpose unless a rank keeps its shard). */
+    private static void assertGridSends(ProcessorGrid grid, PlanProblem problem, AlgorithmModel.Candidate cand,
+                                        boolean overlap) {
+        int p = grid.size();
+        long[] fwd = new long[p];
+        long[] bwd = new long[p];
+        for (int w = 0; w < p; w++) {
+            boolean moves = grid.keyShard(grid.row(w), grid.column(w)) != w;
+            Volume v = CommunicationFormulas.attention2d(grid.rows(), grid.columns(), moves, problem.xq(),
+                    problem.xkv(), problem.xlse());
+            fwd[w] = v.forward();
+            bwd[w] = v.backward();
+        }
+        String what = grid + (overlap ? " ATTENTION2D-O " : " ATTENTION2D-NO ");
+        assertArrayEquals(fwd, cand.forward().bytesSent(), what + "forward");
+        assertArrayEquals(bwd, cand.backward().bytesSent(), what + "backward");
     }
 
     @ParameterizedTest(name = "P = {0}")
@@ -167,9 +195,14 @@ class PlanFormulasTest {
 
     /** B 1, H 4, Hkv 2, D 2, 4 bytes, N/P = 4, on {@code p / perNode} nodes (one node if it does not divide). */
     static PlanProblem problem(int p, int perNode) {
+        return problem(p, perNode, 2);
+    }
+
+    /** As {@link #problem(int, int)} with {@code kvHeads} K/V heads. */
+    static PlanProblem problem(int p, int perNode, int kvHeads) {
         int g = p % perNode == 0 ? perNode : p;
         ClusterSpec cluster = new ClusterSpec(p / g, g, 100, 1, 10, 5, 1);
-        return new PlanProblem(cluster, new ModelSpec(1, 4, 2, 2, 4, 1), 4L * p, true, false, 100);
+        return new PlanProblem(cluster, new ModelSpec(1, 4, kvHeads, 2, 4, 1), 4L * p, true, false, 100);
     }
 
     private static void assertSends(int p, Volume v, AlgorithmModel.Candidate c) {

@@ -50,48 +50,70 @@ class PlanPaperSettingsTest {
     }
 
     /**
-     * ATTENTION2D section 4.1: NO over ring >= 2.4x on 16 and >= 4x on 64 A100s. The model gives these factors only
-     * when every GPU has its own path out of the node, and only at the short end of N; with the preset's one
-     * adapter per node it stays below 1x on 16 GPUs and below 2x on 64.
+     * ATTENTION2D section 4.1: NO over ring >= 2.4x on 16 and >= 4x on 64 A100s, O >= 2.3x and >= 2.5x. Against
+     * attn4j's ring, whose backward pass moves the query bundle (BurstAttention's algorithm 2), the model never
+     * gives NO these factors; O reaches them only when every GPU has its own path out of the node (on 16 GPUs
+     * only up to N = 65536). With the preset's one adapter per node both stay below 1x on 16 GPUs and below 2x on 64.
      */
     @ParameterizedTest(name = "{0}")
     @EnumSource(value = ModelPreset.class, names = {"GPT3_760M", "GPT3_2_7B", "GPT3_13B"})
-    void attention2dReachesThePapersFactorsOnlyWithAnAdapterPerGpuAndShortSequences(ModelPreset model) {
+    void attention2dReachesThePapersFactorsOnlyOverlappedAndWithAnAdapterPerGpu(ModelPreset model) {
         ClusterPreset a16 = ClusterPreset.A100_16;
         ClusterPreset a64 = ClusterPreset.A100_64;
-        assertTrue(speedup(a16, 4, model, 8192) >= 2.4);
-        assertTrue(speedup(a64, 4, model, 8192) >= 4.0);
-        assertTrue(speedup(a16, 4, model, 131072) < 2.4, "non-overlapped compute grows as N^2");
-        assertTrue(speedup(a64, 4, model, 131072) < 4.0);
         for (long n = 8192; n <= 131072; n *= 2) {
-            assertTrue(speedup(a16, 0, model, n) < 1.0, "one shared adapter per node, 16 GPUs, N = " + n);
-            assertTrue(speedup(a64, 0, model, n) < 2.0, "one shared adapter per node, 64 GPUs, N = " + n);
+            String at = "N = " + n;
+            assertTrue(speedup(a16, 4, model, n, "attention2d") < 2.4, at);
+            assertTrue(speedup(a64, 4, model, n, "attention2d") < 4.0, at);
+            assertEquals(n <= 65536, speedup(a16, 4, model, n, "attention2d-overlap") >= 2.3, at);
+            assertTrue(speedup(a64, 4, model, n, "attention2d-overlap") >= 2.5, at);
+            for (String algorithm : new String[] {"attention2d", "attention2d-overlap"}) {
+                assertTrue(speedup(a16, 0, model, n, algorithm) < 1.0, "one adapter per node, 16 GPUs, " + at);
+                assertTrue(speedup(a64, 0, model, n, algorithm) < 2.0, "one adapter per node, 64 GPUs, " + at);
+            }
         }
     }
 
-    /** ATTENTION2D section 4.3 reports up to 8.6x (66B) and 9.4x (175B) on 64 H100 nodes; the model gives ~4x. */
+    /**
+     * ATTENTION2D section 4.3 reports up to 8.6x (66B) and 9.4x (175B) on 64 H100 nodes; in the model the ratio is
+     * capped by the busiest rank's bytes (about 3.6x), which ATTENTION2D-O reaches and ATTENTION2D-NO approaches.
+     */
     @ParameterizedTest(name = "{0}")
     @EnumSource(value = ModelPreset.class, names = {"GPT3_66B", "GPT3_175B"})
-    void attention2dOnSixtyFourH100NodesStaysBelowThePapersFactor(ModelPreset model) {
+    void attention2dOnSixtyFourH100NodesStaysAtTheRatioOfTheBytes(ModelPreset model) {
         for (long n = 8192; n <= 131072; n *= 2) {
-            double s = speedup(ClusterPreset.H100_64, 0, model, n);
-            assertTrue(s > 3.5 && s < 4.5, "N = " + n + ": " + s);
+            Planner.Plan plan = Planner.plan(gpt(ClusterPreset.H100_64, 0, model, n));
+            Prediction ring = plan.get("ring");
+            Prediction o = plan.get("attention2d-overlap");
+            double bytes = (double) (ring.forwardBytes() + ring.backwardBytes())
+                    / (o.forwardBytes() + o.backwardBytes());
+            double no = plan.speedupOverRing(plan.get("attention2d"));
+            double overlapped = plan.speedupOverRing(o);
+            String at = "N = " + n + ": bytes " + bytes + ", NO " + no + ", O " + overlapped;
+            assertTrue(bytes > 3.5 && bytes < 3.7, at);
+            assertEquals(bytes, overlapped, 0.01 * bytes, at);
+            assertTrue(no <= overlapped && no > 3.0, at);
         }
     }
 
-    /** WallFacer section 4.1: the best C is 2 on the 16-GPU-node A100 cluster and 4 on the 8-GPU-node one. */
+    /**
+     * WallFacer section 4.1: the best C is 2 on the 16-GPU-node A100 cluster and 4 on the 8-GPU-node one. The
+     * model agrees on the 16-GPU nodes; on the 8-GPU nodes C = 4 is its best team size above 1, but ring
+     * attention (C = 1) is slightly faster.
+     */
     @Test
-    void schedulerPicksThePapersTeamSizesOnTheA100Clusters() {
+    void schedulerRanksThePapersTeamSizesFirstAmongTeams() {
         assertTrue(Planner.plan(gpt(ClusterPreset.WALLFACER_A100_16, 0, ModelPreset.GPT_7B, 131072))
                 .get("wallfacer").config().startsWith("C=2,"));
-        assertTrue(Planner.plan(gpt(ClusterPreset.WALLFACER_A100_8, 0, ModelPreset.GPT_7B, 131072))
-                .get("wallfacer").config().startsWith("C=4,"));
+        Prediction eight = Planner.plan(gpt(ClusterPreset.WALLFACER_A100_8, 0, ModelPreset.GPT_7B, 131072))
+                .get("wallfacer");
+        assertEquals("C=1 (ring)", eight.config());
+        assertTrue(eight.alternatives().get(0).config().startsWith("C=4,"), eight.alternatives().get(0).config());
     }
 
-    /** ATTENTION2D-NO's speedup over ring attention (forward and backward). */
-    private static double speedup(ClusterPreset cluster, int nics, ModelPreset model, long n) {
+    /** An algorithm's speedup over ring attention (forward and backward). */
+    private static double speedup(ClusterPreset cluster, int nics, ModelPreset model, long n, String algorithm) {
         Planner.Plan plan = Planner.plan(gpt(cluster, nics, model, n));
-        return plan.speedupOverRing(plan.get("attention2d"));
+        return plan.speedupOverRing(plan.get(algorithm));
     }
 
     /** A causal problem on a preset cluster at its rate, with {@code nics} adapters per node (0: the preset's). */
