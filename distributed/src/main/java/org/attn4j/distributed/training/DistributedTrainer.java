@@ -67,6 +67,12 @@ public final class DistributedTrainer {
     private SequenceShardContext context;
     private boolean paramsCurrent = true;
     private double lastScore = Double.NaN;
+    private final CheckpointStore checkpoints;
+    private final int checkpointEvery;
+    private final String run;
+    private final String fingerprint;
+    private long batchesDone;
+    private int resumedAt = -1;
 
     private DistributedTrainer(Builder b) {
         this.net = TrainableNetwork.of(b.model);
@@ -92,6 +98,16 @@ public final class DistributedTrainer {
         long from = strategy.zero() == ZeroStage.NONE ? 0 : Math.min(paramCount, transport.rank() * sliceLength);
         long to = strategy.zero() == ZeroStage.NONE ? paramCount : Math.min(paramCount, from + sliceLength);
         this.updater = new ShardedUpdater(net.updater(), from, to, net.params().dataType());
+        this.checkpoints = b.checkpointDir == null ? null : new CheckpointStore(b.checkpointDir);
+        this.checkpointEvery = b.checkpointEvery;
+        this.run = b.run;
+        this.fingerprint = fingerprint(net.configurationJson(), paramCount);
+        if (b.resume) {
+            if (checkpoints == null) {
+                throw new IllegalArgumentException("DistributedTrainer: resume needs a checkpoint directory");
+            }
+            restore();
+        }
     }
 
     /**
@@ -109,6 +125,10 @@ public final class DistributedTrainer {
         private ParallelStrategy strategy;
         private boolean causal = true;
         private final List<TrainingListener> listeners = new ArrayList<>();
+        private java.nio.file.Path checkpointDir;
+        private int checkpointEvery;
+        private String run = "attn4j";
+        private boolean resume;
 
         private Builder(Model model, Transport transport) {
             this.model = model;
@@ -127,6 +147,37 @@ public final class DistributedTrainer {
          */
         public Builder causal(boolean c) {
             this.causal = c;
+            return this;
+        }
+
+        /**
+         * Sharded checkpoints into {@code dir} every {@code everySteps} steps (see {@link #resume}).
+         *
+         * @param dir        the checkpoint directory (shared by the workers, e.g. on one machine or a shared disk)
+         * @param everySteps how often; the step count is the network's iteration count
+         */
+        public Builder checkpoints(java.nio.file.Path dir, int everySteps) {
+            if (everySteps < 1) {
+                throw new IllegalArgumentException("DistributedTrainer: checkpoint interval must be >= 1 step, got "
+                        + everySteps);
+            }
+            this.checkpointDir = dir;
+            this.checkpointEvery = everySteps;
+            return this;
+        }
+
+        /** The run's name, kept in its checkpoints; resuming refuses a checkpoint of another run (default "attn4j"). */
+        public Builder run(String name) {
+            this.run = name;
+            return this;
+        }
+
+        /**
+         * Whether to continue from the newest complete checkpoint in the checkpoint directory, if there is one:
+         * parameters, optimizer state, iteration and epoch, the position in the epoch and the RNG seed.
+         */
+        public Builder resume(boolean r) {
+            this.resume = r;
             return this;
         }
 
@@ -180,10 +231,24 @@ public final class DistributedTrainer {
         if (data.resetSupported()) {
             data.reset();
         }
+        for (long skipped = 0; skipped < batchesDone && data.hasNext(); skipped++) {
+            data.next();                           // resumed in the middle of the epoch: these are done
+        }
         while (data.hasNext()) {
             fit(data.next());
         }
+        batchesDone = 0;
         gatherParameters();
+    }
+
+    /** The step of the checkpoint this trainer resumed from, or -1. */
+    public int resumedFromStep() {
+        return resumedAt;
+    }
+
+    /** Batches of the current epoch already trained on (a resumed run skips them). */
+    public long batchesDone() {
+        return batchesDone;
     }
 
     /**
@@ -228,6 +293,10 @@ public final class DistributedTrainer {
         net.setScore(score);
         int iteration = net.iteration();
         net.setIteration(iteration + 1);
+        batchesDone++;
+        if (checkpoints != null && (iteration + 1) % checkpointEvery == 0) {
+            checkpoint(iteration + 1);
+        }
         for (TrainingListener l : net.listeners()) {
             l.iterationDone(net.model(), iteration, net.epoch());
         }
@@ -235,6 +304,110 @@ public final class DistributedTrainer {
             l.iterationDone(net.model(), iteration, net.epoch());
         }
         return score;
+    }
+
+    /**
+     * Writes this worker's shard of checkpoint {@code step} and, on rank 0 once every shard is in place, the
+     * manifest. A worker that dies meanwhile leaves the previous checkpoint the newest complete one, and makes
+     * the others fail in the exchange of shard checksums, naming it.
+     */
+    private void checkpoint(int step) {
+        int w = transport.worldSize();
+        long from = Math.min(paramCount, (long) transport.rank() * sliceLength);
+        long to = Math.min(paramCount, from + sliceLength);
+        List<INDArray> arrays = new ArrayList<>();
+        arrays.add(net.params().reshape(paramCount).get(NDArrayIndex.interval(from, to)).dup());
+        arrays.addAll(updater.states());
+        CheckpointStore.Header h = new CheckpointStore.Header(run, fingerprint, w, strategy.zero().stage(),
+                transport.rank(), from, to, net.iteration(), net.epoch(), batchesDone, Nd4j.getRandom().getSeed(),
+                step);
+        try {
+            long[] mine = checkpoints.writeShard(step, h, arrays);
+            List<INDArray> all = world.allGather(Nd4j.createFromArray(mine));
+            if (transport.rank() == 0) {
+                long[][] shards = new long[w][];
+                for (int r = 0; r < w; r++) {
+                    shards[r] = all.get(r).toLongVector();
+                }
+                checkpoints.commit(step, h, shards);
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("DistributedTrainer rank " + transport.rank()
+                    + ": writing checkpoint " + step + " failed", e);
+        }
+    }
+
+    /** Continues from the newest complete checkpoint, if any (every worker reads its own shard). */
+    private void restore() {
+        try {
+            java.util.Optional<CheckpointStore.Checkpoint> found = checkpoints.newestComplete();
+            if (found.isEmpty()) {
+                return;
+            }
+            CheckpointStore.Checkpoint c = found.get();
+            String theirRun = c.json().get("run").asText();
+            if (!theirRun.equals(run)) {
+                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
+                        + " belongs to run '" + theirRun + "', this is run '" + run + "'");
+            }
+            if (!c.json().get("fingerprint").asText().equals(fingerprint)) {
+                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest() + " is of another "
+                        + "model (configuration or parameter count differ from this network's)");
+            }
+            int theirStage = c.json().get("zeroStage").asInt();
+            if (c.worldSize() != transport.worldSize() || theirStage != strategy.zero().stage()) {
+                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
+                        + " was written by " + c.worldSize() + " workers at ZeRO stage " + theirStage + "; this run "
+                        + "has " + transport.worldSize() + " at stage " + strategy.zero().stage() + ". Resume with "
+                        + "the same world size and stage (re-sharding a checkpoint is not supported)");
+            }
+            CheckpointStore.Shard shard = checkpoints.readShard(c, transport.rank());
+            CheckpointStore.Header h = shard.header();
+            INDArray flat = net.params().reshape(paramCount);
+            if (h.sliceTo() > h.sliceFrom()) {
+                flat.get(NDArrayIndex.interval(h.sliceFrom(), h.sliceTo())).assign(shard.arrays().get(0)
+                        .reshape(h.sliceTo() - h.sliceFrom()));
+            }
+            updater.restore(shard.arrays().subList(1, shard.arrays().size()));
+            allGatherRankSlices();
+            net.setIteration(h.iteration());
+            batchesDone = h.batchesDone();
+            Nd4j.getRandom().setSeed(h.rngSeed());
+            resumedAt = c.step();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("DistributedTrainer rank " + transport.rank()
+                    + ": reading the checkpoint failed", e);
+        }
+    }
+
+    /** Rank slices {@code [r m, (r+1) m)} of the parameter vector all-gathered (what checkpoints hold). */
+    private void allGatherRankSlices() {
+        INDArray flat = net.params().reshape(paramCount);
+        long from = Math.min(paramCount, (long) transport.rank() * sliceLength);
+        long to = Math.min(paramCount, from + sliceLength);
+        INDArray mine = Nd4j.zeros(flat.dataType(), sliceLength);
+        if (to > from) {
+            mine.get(NDArrayIndex.interval(0, to - from)).assign(flat.get(NDArrayIndex.interval(from, to)));
+        }
+        List<INDArray> slices = world.allGather(mine);
+        for (int r = 0; r < slices.size(); r++) {
+            long lo = Math.min(paramCount, r * sliceLength);
+            long hi = Math.min(paramCount, lo + sliceLength);
+            if (hi > lo) {
+                flat.get(NDArrayIndex.interval(lo, hi)).assign(slices.get(r).get(NDArrayIndex.interval(0, hi - lo)));
+            }
+        }
+    }
+
+    private static String fingerprint(String configurationJson, long params) {
+        try {
+            java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+            sha.update(configurationJson.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            sha.update(Long.toString(params).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            return java.util.HexFormat.of().formatHex(sha.digest());
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /**
@@ -281,24 +454,9 @@ public final class DistributedTrainer {
         }
     }
 
-    /** Every worker's slice of the parameter vector, all-gathered into the network's vector. */
+    /** Every worker's slice of the parameter vector, all-gathered into the network's vector (ZeRO 1-3). */
     private void allGatherSlices() {
-        INDArray params = net.params();
-        INDArray flat = params.reshape(paramCount);
-        INDArray mine = Nd4j.zeros(params.dataType(), sliceLength);
-        long from = updater.from();
-        long to = updater.to();
-        if (to > from) {
-            mine.get(NDArrayIndex.interval(0, to - from)).assign(flat.get(NDArrayIndex.interval(from, to)));
-        }
-        List<INDArray> slices = world.allGather(mine);
-        for (int r = 0; r < slices.size(); r++) {
-            long lo = Math.min(paramCount, r * sliceLength);
-            long hi = Math.min(paramCount, lo + sliceLength);
-            if (hi > lo) {
-                flat.get(NDArrayIndex.interval(lo, hi)).assign(slices.get(r).get(NDArrayIndex.interval(0, hi - lo)));
-            }
-        }
+        allGatherRankSlices();
     }
 
     /** The flat gradient copied into a vector of W slices. */
@@ -310,14 +468,14 @@ public final class DistributedTrainer {
 
     private SequenceShardContext context(int n) {
         if (context == null || context.length() != n) {
-            SequenceShardContext c = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n);
-            int parts = c.layout() == SequenceLayout.ZIGZAG ? 2 * sequenceMembers.length : sequenceMembers.length;
-            if (n % parts != 0) {
+            SequenceLayout layout = strategy.effectiveLayout(causalLayout);
+            int parts = layout == SequenceLayout.ZIGZAG ? 2 * sequenceMembers.length : sequenceMembers.length;
+            if (n < parts || n % parts != 0) {
                 throw new IllegalArgumentException("DistributedTrainer: sequence length " + n + " does not split "
-                        + "into " + parts + " equal parts for the " + c.layout() + " layout over "
+                        + "into " + parts + " equal parts for the " + layout + " layout over "
                         + sequenceMembers.length + " workers");
             }
-            context = c;
+            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n);
         }
         return context;
     }

@@ -92,6 +92,37 @@ final class ShardedUpdater {
         return to;
     }
 
+    /** The optimizer state arrays of the slice, in order (for checkpoints; empty for a stateless updater). */
+    List<INDArray> states() {
+        List<INDArray> out = new ArrayList<>();
+        for (Part p : parts) {
+            if (p.state() != null) {
+                out.add(p.state());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Restores the state {@link #states()} returned (from a checkpoint of the same slice).
+     *
+     * @throws IllegalArgumentException if the arrays do not match this slice's state
+     */
+    void restore(List<INDArray> saved) {
+        List<INDArray> mine = states();
+        if (saved.size() != mine.size()) {
+            throw new IllegalArgumentException("optimizer state of " + saved.size() + " arrays; this slice holds "
+                    + mine.size());
+        }
+        for (int i = 0; i < mine.size(); i++) {
+            if (saved.get(i).length() != mine.get(i).length()) {
+                throw new IllegalArgumentException("optimizer state array " + i + " has " + saved.get(i).length()
+                        + " elements; this slice holds " + mine.get(i).length());
+            }
+            mine.get(i).assign(saved.get(i).reshape(mine.get(i).shape()));
+        }
+    }
+
     /** Bytes of optimizer state held for the slice. */
     long stateBytes() {
         long bytes = 0;

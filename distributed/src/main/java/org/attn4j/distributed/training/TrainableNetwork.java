@@ -51,6 +51,9 @@ interface TrainableNetwork {
     /** The network's own listeners. */
     Collection<TrainingListener> listeners();
 
+    /** The configuration as JSON with its training counters zeroed: what identifies the model. */
+    String configurationJson();
+
     /** The adapter of a network. */
     static TrainableNetwork of(Model model) {
         if (model instanceof MultiLayerNetwork net) {
@@ -136,6 +139,14 @@ interface TrainableNetwork {
         public Collection<TrainingListener> listeners() {
             return net.getListeners();
         }
+
+        @Override
+        public String configurationJson() {
+            org.deeplearning4j.nn.conf.MultiLayerConfiguration c = net.getLayerWiseConfigurations().clone();
+            c.setIterationCount(0);
+            c.setEpochCount(0);
+            return c.toJson();
+        }
     }
 
     /** A {@link ComputationGraph} with one input and one output. */
@@ -205,6 +216,14 @@ interface TrainableNetwork {
         @Override
         public Collection<TrainingListener> listeners() {
             return graph.getListeners();
+        }
+
+        @Override
+        public String configurationJson() {
+            org.deeplearning4j.nn.conf.ComputationGraphConfiguration c = graph.getConfiguration().clone();
+            c.setIterationCount(0);
+            c.setEpochCount(0);
+            return c.toJson();
         }
     }
 }
