@@ -1,0 +1,86 @@
+package org.attn4j.distributed.training;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Recovery in real worker processes over Aeron: a worker SIGKILLed in the middle of writing its checkpoint shard
+ * leaves the previous checkpoint complete and loadable, every other worker exits non-zero by itself within the
+ * transport timeout, and restarting from the checkpoint gives exactly the losses of the uninterrupted run.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class TrainingProcessTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aWorkerKilledMidCheckpointLosesNothingAndTheRestartContinuesExactly() throws Exception {
+        Run whole = launch(dir.resolve("whole"), 20, false, null);
+        assertEquals(0, whole.result().exitCode(), whole.output());
+        assertEquals(20, whole.losses().size(), whole.output());
+
+        Path ck = dir.resolve("killed");
+        Run killed = launch(ck, 20, false, "10:2");
+        LaunchResult r = killed.result();
+        assertFalse(r.succeeded(), killed.output());
+        assertEquals(137, r.exitCodes()[2], "rank 2 was SIGKILLed\n" + killed.output());
+        for (int rank : new int[] {0, 1, 3}) {
+            assertNotEquals(0, r.exitCodes()[rank], "rank " + rank + " must fail\n" + killed.output());
+            assertFalse(r.stopped()[rank], "rank " + rank + " must exit by itself, not be stopped by the launcher\n"
+                    + killed.output());
+        }
+        assertTrue(killed.output().contains("rank 2"), "the survivors name the dead rank\n" + killed.output());
+        CheckpointStore.Checkpoint last = new CheckpointStore(ck).newestComplete().orElseThrow();
+        assertEquals(5, last.step(), "step 5 stays the newest complete checkpoint");
+        assertFalse(Files.exists(ck.resolve("manifest-000010.json")));
+
+        Run resumed = launch(ck, 20, true, null);
+        assertEquals(0, resumed.result().exitCode(), resumed.output());
+        assertEquals(15, resumed.losses().size(), "steps 5 to 19 after resuming\n" + resumed.output());
+        for (Map.Entry<Integer, String> e : resumed.losses().entrySet()) {
+            assertEquals(whole.losses().get(e.getKey()), e.getValue(), "loss at step " + e.getKey());
+        }
+    }
+
+    private record Run(LaunchResult result, Map<Integer, String> losses, String output) {
+    }
+
+    /** Four workers; rank 0's losses by step, exactly as printed. */
+    private static Run launch(Path ck, int steps, boolean resume, String kill) throws Exception {
+        List<String> out = new CopyOnWriteArrayList<>();
+        LocalLauncher.Builder b = LocalLauncher.builder(4, TrainingWorker.class.getName())
+                .args(List.of(ck.toString(), Integer.toString(steps), resume ? "resume" : "fresh"))
+                .heap("768m").timeout(Duration.ofSeconds(200)).stopGrace(Duration.ofSeconds(30))
+                .env("ATTN4J_TIMEOUT_MS", "10000").output(out::add, out::add);
+        if (kill != null) {
+            b.env("ATTN4J_TEST_KILL_DURING_CHECKPOINT", kill);
+        }
+        LaunchResult r = b.build().run();
+        Map<Integer, String> losses = new TreeMap<>();
+        for (String line : out) {
+            if (line.startsWith("[rank 0] LOSS ")) {
+                String[] f = line.substring("[rank 0] LOSS ".length()).split(" ");
+                losses.put(Integer.parseInt(f[0]), f[1]);
+            }
+        }
+        return new Run(r, losses, String.join("\n", out));
+    }
+}

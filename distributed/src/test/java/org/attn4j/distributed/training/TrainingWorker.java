@@ -1,0 +1,44 @@
+package org.attn4j.distributed.training;
+
+import java.nio.file.Path;
+import java.util.List;
+
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.dataset.DataSet;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * A worker process of {@link TrainingProcessTest}: trains the GPT-like test network on (DP 2, SP 2) ring
+ * attention with ZeRO stage 2 over Aeron, checkpointing every 5 steps into {@code args[0]}, up to step
+ * {@code args[1]}, resuming from the newest complete checkpoint if {@code args[2]} is "resume". Prints
+ * {@code LOSS step value} per step.
+ */
+public final class TrainingWorker {
+
+    private TrainingWorker() {
+    }
+
+    /** Entry point; see the class comment. */
+    public static void main(String[] args) {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        Path dir = Path.of(args[0]);
+        int steps = Integer.parseInt(args[1]);
+        boolean resume = args.length > 2 && args[2].equals("resume");
+        List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, steps, 4, 16, 7);
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, false, 2, 3);
+            DistributedTrainer trainer = DistributedTrainer.builder(net, t)
+                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
+                            .withZero(ZeroStage.GRADIENTS))
+                    .checkpoints(dir, 5).run("process-test").resume(resume).build();
+            for (int i = Math.max(0, trainer.resumedFromStep()); i < steps; i++) {
+                System.out.println("LOSS " + i + " " + trainer.fit(batches.get(i)));
+            }
+            org.attn4j.distributed.collective.Communicator.world(t).barrier();
+        }
+        System.out.flush();
+    }
+}
