@@ -19,9 +19,14 @@ import org.attn4j.distributed.launch.LocalLauncher;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * Recovery in real worker processes over Aeron: a worker SIGKILLed in the middle of writing its checkpoint shard
+ * Training in real worker processes over Aeron reproduces the single-process curve (a representative subset of
+ * the in-JVM matrix). Recovery: a worker SIGKILLed in the middle of writing its checkpoint shard
  * leaves the previous checkpoint complete and loadable, every other worker exits non-zero by itself within the
  * transport timeout, and restarting from the checkpoint gives exactly the losses of the uninterrupted run.
  */
@@ -60,14 +65,41 @@ class TrainingProcessTest {
         }
     }
 
+    @ParameterizedTest(name = "{0} DP={1} SP={2} {3}")
+    @CsvSource({"wallfacer, 1, 4, PARAMETERS", "lasp, 1, 4, OPTIMIZER_STATE", "attention2d, 2, 2, NONE"})
+    void workerProcessesReproduceTheSingleProcessCurve(String name, int dp, int sp, ZeroStage zero)
+            throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        long seed = 42 + name.hashCode();
+        int kvHeads = name.equals("ulysses") ? TrainingFixtures.HEADS : TrainingFixtures.HEADS / 2;
+        double[] expected = DistributedTrainerParityTest.singleProcess(DataType.DOUBLE, name.equals("lasp"), kvHeads,
+                seed, TrainingFixtures.batches(DataType.DOUBLE, 20, 4, 16, seed));
+        Run run = launch(dir.resolve(name), 20, false, null, List.of(name, Integer.toString(dp),
+                Integer.toString(sp), zero.name()));
+        assertEquals(0, run.result().exitCode(), run.output());
+        assertEquals(20, run.losses().size(), run.output());
+        for (int i = 0; i < 20; i++) {
+            double got = Double.parseDouble(run.losses().get(i));
+            assertEquals(expected[i], got, 1e-6 * Math.abs(expected[i]), name + " step " + i);
+        }
+    }
+
     private record Run(LaunchResult result, Map<Integer, String> losses, String output) {
     }
 
-    /** Four workers; rank 0's losses by step, exactly as printed. */
     private static Run launch(Path ck, int steps, boolean resume, String kill) throws Exception {
+        return launch(ck, steps, resume, kill, List.of());
+    }
+
+    /** Four workers; rank 0's losses by step, exactly as printed. */
+    private static Run launch(Path ck, int steps, boolean resume, String kill, List<String> strategy)
+            throws Exception {
         List<String> out = new CopyOnWriteArrayList<>();
+        List<String> args = new java.util.ArrayList<>(List.of(ck.toString(), Integer.toString(steps),
+                resume ? "resume" : "fresh"));
+        args.addAll(strategy);
         LocalLauncher.Builder b = LocalLauncher.builder(4, TrainingWorker.class.getName())
-                .args(List.of(ck.toString(), Integer.toString(steps), resume ? "resume" : "fresh"))
+                .args(args)
                 .heap("768m").timeout(Duration.ofSeconds(200)).stopGrace(Duration.ofSeconds(30))
                 .env("ATTN4J_TIMEOUT_MS", "10000").output(out::add, out::add);
         if (kill != null) {

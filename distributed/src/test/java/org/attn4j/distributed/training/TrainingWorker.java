@@ -11,10 +11,11 @@ import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * A worker process of {@link TrainingProcessTest}: trains the GPT-like test network on (DP 2, SP 2) ring
- * attention with ZeRO stage 2 over Aeron, checkpointing every 5 steps into {@code args[0]}, up to step
- * {@code args[1]}, resuming from the newest complete checkpoint if {@code args[2]} is "resume". Prints
- * {@code LOSS step value} per step.
+ * A worker process of {@link TrainingProcessTest}: trains the GPT-like test network over Aeron, checkpointing
+ * every 5 steps into {@code args[0]}, up to step {@code args[1]}, resuming from the newest complete checkpoint if
+ * {@code args[2]} is "resume"; {@code args[3..6]} optionally name the strategy (as in
+ * {@link DistributedTrainerParityTest}), data-parallel size, sequence-parallel size and ZeRO stage; the default
+ * is ring, (DP 2, SP 2), ZeRO stage 2. Prints {@code LOSS step value} per step.
  */
 public final class TrainingWorker {
 
@@ -27,12 +28,19 @@ public final class TrainingWorker {
         Path dir = Path.of(args[0]);
         int steps = Integer.parseInt(args[1]);
         boolean resume = args.length > 2 && args[2].equals("resume");
-        List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, steps, 4, 16, 7);
+        String name = args.length > 3 ? args[3] : "ring";
+        ParallelStrategy strategy = args.length > 3
+                ? DistributedTrainerParityTest.strategy(name, Integer.parseInt(args[5]))
+                        .withDataParallel(Integer.parseInt(args[4])).withZero(ZeroStage.valueOf(args[6]))
+                : ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
+                        .withZero(ZeroStage.GRADIENTS);
+        boolean linear = name.equals("lasp");
+        int kvHeads = name.equals("ulysses") ? TrainingFixtures.HEADS : TrainingFixtures.HEADS / 2;
+        long seed = args.length > 3 ? 42 + name.hashCode() : 3;
+        List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, steps, 4, 16, args.length > 3 ? seed : 7);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
-            MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, false, 2, 3);
-            DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
-                            .withZero(ZeroStage.GRADIENTS))
+            MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, linear, kvHeads, seed);
+            DistributedTrainer trainer = DistributedTrainer.builder(net, t).strategy(strategy)
                     .checkpoints(dir, 5).run("process-test").resume(resume).build();
             for (int i = Math.max(0, trainer.resumedFromStep()); i < steps; i++) {
                 System.out.println("LOSS " + i + " " + trainer.fit(batches.get(i)));
