@@ -226,6 +226,12 @@ public final class DistributedTrainer {
         return elements * net.params().dataType().width();
     }
 
+    /** Bytes of parameters this worker keeps current between steps (its slice only under ZeRO stage 3). */
+    public long currentParameterBytes() {
+        long elements = strategy.zero() == ZeroStage.PARAMETERS ? sliceLength : paramCount;
+        return elements * net.params().dataType().width();
+    }
+
     /** One pass over {@code data}, a step per batch; the iterator is reset first if it can be. */
     public void fit(DataSetIterator data) {
         if (data.resetSupported()) {
