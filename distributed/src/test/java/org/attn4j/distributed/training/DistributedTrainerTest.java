@@ -41,7 +41,8 @@ import org.nd4j.linalg.lossfunctions.LossFunctions;
 class DistributedTrainerTest {
 
     @ParameterizedTest(name = "{0} DP={1} SP={2} {3}")
-    @CsvSource({"ring-zigzag, 1, 4, GRADIENTS", "wallfacer, 1, 4, PARAMETERS", "attention2d, 2, 2, OPTIMIZER_STATE",
+    @CsvSource({"ring, 2, 2, NONE", "ring-zigzag, 1, 4, GRADIENTS", "wallfacer, 1, 4, PARAMETERS",
+        "attention2d, 2, 2, OPTIMIZER_STATE",
         "lasp, 2, 2, NONE", "ulysses, 1, 2, GRADIENTS"})
     void float32CurvesEqualTheSingleProcessRunTo1e4(String name, int dp, int sp, ZeroStage zero) throws Exception {
         DistributedTrainerParityTest.check(name, dp, sp, zero, DataType.FLOAT, 1e-4);
