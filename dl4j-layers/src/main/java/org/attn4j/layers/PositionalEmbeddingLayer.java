@@ -1,0 +1,308 @@
+package org.attn4j.layers;
+
+import java.util.Collection;
+import java.util.Objects;
+
+import org.deeplearning4j.nn.api.Layer;
+import org.deeplearning4j.nn.api.ParamInitializer;
+import org.deeplearning4j.nn.conf.InputPreProcessor;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.inputs.InputType;
+import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
+import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
+import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
+import org.deeplearning4j.nn.conf.memory.MemoryReport;
+import org.deeplearning4j.optimize.api.TrainingListener;
+import org.nd4j.linalg.activations.impl.ActivationIdentity;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * Configuration of a learned absolute position embedding (GPT-2's {@code wpe}): a table {@code P [maxLength,
+ * width]} whose row {@code p} is added to the features of the token at global position {@code p}.
+ * <pre>
+ *   out[b, t, :] = x[b, t, :] + P[pos_t, :]      pos_t = t on one device,
+ *                                                pos_t = SequenceParallel.current().positions()[t] on a shard
+ * </pre>
+ * Input and output are {@code [B, width, N]} (NCW, default) or {@code [B, N, width]} (NWC); {@code nIn} and
+ * {@code nOut} are both the width and must be equal. A DL4J feature mask {@code [B, N]} marks padded steps: they
+ * pass through unchanged (no embedding is added) and add nothing to the gradient of {@code P}. A position at or
+ * beyond {@code maxLength} fails the forward pass.
+ *
+ * <p>Because the positions come from the run-time {@link SequenceParallel} context, the same configuration serves
+ * one device and every sequence layout (contiguous, zigzag, striped), where a worker's local steps are not
+ * positions {@code 0..n-1}.
+ *
+ * <p>On one device, positions count from 0 in every forward pass: DL4J's truncated BPTT and {@code rnnTimeStep},
+ * which feed a sequence in pieces, would embed every piece from position 0.
+ *
+ * <p>{@code P} is initialised from a normal distribution with mean 0 and standard deviation {@code initStd}
+ * (default {@value #DEFAULT_INIT_STD}, as common GPT-2 implementations use for their embeddings), not from the
+ * network's weight init, whose fan-in/fan-out rules mean nothing for a table indexed by position. {@code P} counts
+ * as a weight: l1/l2/weight decay and weight noise configured for weights apply to it. The layer has no
+ * activation (only identity is accepted) and no bias.
+ *
+ * <p>Serialises to JSON through DL4J's mechanism (class name as type id, bean properties {@code maxLength},
+ * {@code initStd}, {@code rnnDataFormat} besides DL4J's own).
+ */
+public class PositionalEmbeddingLayer extends FeedForwardLayer {
+
+    /** The standard deviation {@code P} is drawn with unless set. */
+    public static final double DEFAULT_INIT_STD = 0.02;
+
+    private static final String NAME = "PositionalEmbeddingLayer";
+
+    private int maxLength;
+    private double initStd = DEFAULT_INIT_STD;
+    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
+    private RNNFormat rnnDataFormat;
+
+    /** For JSON deserialisation only; use {@link Builder}. */
+    private PositionalEmbeddingLayer() {
+    }
+
+    private PositionalEmbeddingLayer(Builder b) {
+        super(b);
+        // the width is one number: either of nIn and nOut gives the other
+        if (nOut == 0) {
+            nOut = nIn;
+        } else if (nIn == 0) {
+            nIn = nOut;
+        }
+        this.maxLength = b.maxLength;
+        this.initStd = b.initStd;
+        this.rnnDataFormat = b.rnnDataFormat;
+        initializeConstraints(b);
+        validate(false);
+    }
+
+    /**
+     * Checks the settings; with {@code complete} also that the width is known.
+     *
+     * @throws IllegalArgumentException naming the setting, the expected and the actual value
+     */
+    void validate(boolean complete) {
+        String who = who();
+        AttentionSettings.require(maxLength > 0, who + ": maxLength must be > 0, got " + maxLength);
+        AttentionSettings.require(initStd >= 0 && Double.isFinite(initStd),
+                who + ": initStd must be finite and >= 0, got " + initStd);
+        AttentionSettings.require(nIn >= 0, who + ": nIn must be > 0, got " + nIn);
+        AttentionSettings.require(nOut >= 0, who + ": nOut must be > 0, got " + nOut);
+        AttentionSettings.require(nIn == 0 || nOut == 0 || nIn == nOut, who + ": nOut (" + nOut
+                + ") must equal nIn (" + nIn + "): the embedding is added to the input, so the width is unchanged");
+        AttentionSettings.require(activationFn == null || activationFn instanceof ActivationIdentity,
+                who + ": the output is input + P with no activation; activation must be identity, got "
+                        + activationFn);
+        if (complete) {
+            AttentionSettings.require(nIn > 0, who + ": nIn must be > 0, got " + nIn
+                    + " (set the width or give an input type)");
+        }
+    }
+
+    /** The name used in messages: {@code PositionalEmbeddingLayer}, with the layer name in quotes if it has one. */
+    String who() {
+        return AttentionSettings.who(NAME, layerName);
+    }
+
+    /** The number of features per step, {@code nIn} (which equals {@code nOut}). */
+    public long width() {
+        return nIn;
+    }
+
+    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
+    public RNNFormat dataFormat() {
+        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
+    }
+
+    /**
+     * Creates a {@link PositionalEmbeddingLayerImpl} over the given parameter view.
+     *
+     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
+     */
+    @Override
+    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
+                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
+                             DataType networkDataType) {
+        validate(true);
+        return AttentionSettings.wire(new PositionalEmbeddingLayerImpl(conf, networkDataType), conf, initializer(),
+                trainingListeners, layerIndex, layerParamsView, initializeParams);
+    }
+
+    /** The {@link PositionalEmbeddingParamInitializer}. */
+    @Override
+    public ParamInitializer initializer() {
+        return PositionalEmbeddingParamInitializer.getInstance();
+    }
+
+    /**
+     * {@code recurrent(width, timeSeriesLength, rnnDataFormat)}.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public InputType getOutputType(int layerIndex, InputType inputType) {
+        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
+        return InputType.recurrent(nOut > 0 ? nOut : r.getSize(), r.getTimeSeriesLength(), dataFormat());
+    }
+
+    /**
+     * Takes the width (nIn, and nOut if unset) and the data format from a recurrent input type where they are
+     * unset or {@code override} is true, as DL4J's recurrent layers do.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public void setNIn(InputType inputType, boolean override) {
+        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
+        if (nIn <= 0 || override) {
+            this.nIn = r.getSize();
+        }
+        if (nOut <= 0 || override) {
+            this.nOut = this.nIn;
+        }
+        if (rnnDataFormat == null || override) {
+            this.rnnDataFormat = r.getFormat();
+        }
+    }
+
+    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
+    @Override
+    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
+        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
+    }
+
+    /**
+     * Parameters and their updater state, plus per example the output (inference) and, in training, the masked
+     * copy and the input gradient as well.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public LayerMemoryReport getMemoryReport(InputType inputType) {
+        InputType outputType = getOutputType(-1, inputType);
+        long params = initializer().numParams(this);
+        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
+        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
+        long perExample = steps * nOut;
+        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
+                .standardMemory(params, updaterState)
+                .workingMemory(0, perExample, 0, 3 * perExample)
+                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
+                .build();
+    }
+
+    /** The number of positions {@code P} holds: steps must sit at positions {@code 0 .. maxLength-1}. */
+    public int getMaxLength() {
+        return maxLength;
+    }
+
+    /** Sets the number of positions (for JSON). */
+    public void setMaxLength(int maxLength) {
+        this.maxLength = maxLength;
+    }
+
+    /** Standard deviation of the zero-mean normal {@code P} is initialised from. */
+    public double getInitStd() {
+        return initStd;
+    }
+
+    /** Sets the initial standard deviation (for JSON). */
+    public void setInitStd(double initStd) {
+        this.initStd = initStd;
+    }
+
+    /** Configured layout, NCW {@code [B, width, N]} or NWC {@code [B, N, width]}; null if unset. */
+    public RNNFormat getRnnDataFormat() {
+        return rnnDataFormat;
+    }
+
+    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
+    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
+        this.rnnDataFormat = rnnDataFormat;
+    }
+
+    /** Equal when the DL4J settings, maxLength, initStd and the layout are equal. */
+    @Override
+    public boolean equals(Object o) {
+        if (o == this) {
+            return true;
+        }
+        return o instanceof PositionalEmbeddingLayer other && other.canEqual(this) && super.equals(o)
+                && maxLength == other.maxLength && Double.compare(initStd, other.initStd) == 0
+                && rnnDataFormat == other.rnnDataFormat;
+    }
+
+    /** Only a PositionalEmbeddingLayer may equal this one. */
+    @Override
+    protected boolean canEqual(Object other) {
+        return other instanceof PositionalEmbeddingLayer;
+    }
+
+    /** Consistent with {@link #equals}. */
+    @Override
+    public int hashCode() {
+        return Objects.hash(super.hashCode(), maxLength, initStd, rnnDataFormat);
+    }
+
+    /** The settings, for logs and messages. */
+    @Override
+    public String toString() {
+        return NAME + "(name=" + layerName + ", width=" + nIn + ", maxLength=" + maxLength + ", initStd=" + initStd
+                + ", rnnDataFormat=" + rnnDataFormat + ")";
+    }
+
+    /**
+     * Builder for {@link PositionalEmbeddingLayer}. Set {@code maxLength} and the width ({@link #width}, or
+     * {@code nIn} and/or {@code nOut}, which must agree; or leave it to the input type). Defaults: initStd
+     * {@value PositionalEmbeddingLayer#DEFAULT_INIT_STD}, the input type's format or NCW, identity activation.
+     */
+    // unchecked: DL4J declares build() as the generic <E extends Layer> E build(); javac flags the override
+    @SuppressWarnings("unchecked")
+    public static class Builder extends FeedForwardLayer.Builder<Builder> {
+        private int maxLength;
+        private double initStd = DEFAULT_INIT_STD;
+        private RNNFormat rnnDataFormat;
+
+        /** A builder with the defaults above. */
+        public Builder() {
+            // the layer adds P and nothing else; DL4J's global default activation (sigmoid) must not apply
+            this.activationFn = new ActivationIdentity();
+        }
+
+        /** The number of positions the table holds ({@code > 0}); the longest sequence it accepts. */
+        public Builder maxLength(int maxLength) {
+            this.maxLength = maxLength;
+            return this;
+        }
+
+        /** The number of features per step: sets both nIn and nOut. */
+        public Builder width(int width) {
+            this.nIn = width;
+            this.nOut = width;
+            return this;
+        }
+
+        /** Standard deviation ({@code >= 0}) of the zero-mean normal {@code P} starts from. */
+        public Builder initStd(double initStd) {
+            this.initStd = initStd;
+            return this;
+        }
+
+        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
+        public Builder dataFormat(RNNFormat format) {
+            this.rnnDataFormat = format;
+            return this;
+        }
+
+        /**
+         * The validated configuration.
+         *
+         * @throws IllegalArgumentException naming the offending setting, expected and actual value
+         */
+        @Override
+        public PositionalEmbeddingLayer build() {
+            return new PositionalEmbeddingLayer(this);
+        }
+    }
+}
