@@ -1,0 +1,296 @@
+package org.attn4j.layers;
+
+import java.util.Collection;
+import java.util.Objects;
+
+import org.deeplearning4j.nn.api.Layer;
+import org.deeplearning4j.nn.api.ParamInitializer;
+import org.deeplearning4j.nn.conf.InputPreProcessor;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.inputs.InputType;
+import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
+import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
+import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
+import org.deeplearning4j.nn.conf.memory.MemoryReport;
+import org.deeplearning4j.optimize.api.TrainingListener;
+import org.nd4j.linalg.activations.IActivation;
+import org.nd4j.linalg.activations.impl.ActivationIdentity;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * Configuration of a layer normalisation applied to every time step of a sequence on its own, for pre-norm
+ * transformer blocks ({@code x + attention(norm(x))}, {@code x + mlp(norm(x))}) and a final norm.
+ *
+ * <p>Input {@code [B, width, N]} (NCW, default) or {@code [B, N, width]} (NWC); output the same shape. For every
+ * example {@code b} and step {@code t}, over the {@code width} features {@code x = input[b, :, t]}:
+ * <pre>
+ *   LayerNorm (default):  y = g . (x - mean(x)) / sqrt(var(x) + eps) + b     (var biased: divided by width)
+ *   RMSNorm (rms = true): y = g . x / sqrt(mean(x^2) + eps)                   (no mean subtraction, no bias)
+ * </pre>
+ * No step reads another, so a worker that holds only some steps of each sequence (sequence parallelism)
+ * computes exactly its part of the output; the parameter gradients are sums over steps, to be summed over the
+ * workers like any other layer's.
+ *
+ * <p>A DL4J feature mask {@code [B, N]} passes through unchanged to the next layer; the output at padded steps
+ * is zero and they contribute nothing to the gradients. The activation is always the identity: a build with
+ * any other is refused (put an {@code ActivationLayer} after the norm instead), and the network's default
+ * activation does not reach this layer. Input dropout, when configured, applies as in DL4J's layers.
+ *
+ * <p>Parameters (see {@link LayerNormParamInitializer}): {@code g [1, width]}, starting at the layer's
+ * {@code gainInit} (1 unless set), and, unless rms, {@code b [1, width]}, starting at 0. The network's weight init
+ * and bias init do not apply to them, nor its weight regularisation and weight noise.
+ *
+ * <p>Serialises to JSON through DL4J's mechanism (class name as type id, bean properties {@code eps},
+ * {@code rms}, {@code rnnDataFormat} besides DL4J's).
+ */
+public class LayerNormLayer extends FeedForwardLayer {
+
+    /** The default epsilon added to the variance (or mean square) inside the square root. */
+    public static final double DEFAULT_EPS = 1e-5;
+
+    private static final String NAME = "LayerNormLayer";
+
+    private double eps = DEFAULT_EPS;
+    private boolean rms;
+    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
+    private RNNFormat rnnDataFormat;
+
+    /** For JSON deserialisation only; use {@link Builder}. */
+    private LayerNormLayer() {
+    }
+
+    private LayerNormLayer(Builder b) {
+        super(b);
+        if (nOut == 0) {
+            this.nOut = nIn;
+        }
+        this.eps = b.eps;
+        this.rms = b.rms;
+        this.rnnDataFormat = b.rnnDataFormat;
+        initializeConstraints(b);
+        validate(false);
+    }
+
+    /**
+     * Checks the settings; with {@code complete} also that the width is known.
+     *
+     * @throws IllegalArgumentException naming the setting, the expected and the actual value
+     */
+    void validate(boolean complete) {
+        String who = who();
+        AttentionSettings.require(nIn >= 0, who + ": nIn must be > 0, got " + nIn);
+        AttentionSettings.require(nOut == nIn, who + ": nOut (" + nOut
+                + ") must equal nIn (" + nIn + "); the norm keeps the width, so set nIn only");
+        AttentionSettings.require(eps > 0 && Double.isFinite(eps), who + ": eps must be finite and > 0, got " + eps);
+        IActivation activation = getActivationFn();
+        AttentionSettings.require(activation == null || activation instanceof ActivationIdentity, who
+                + ": activation must be identity, got " + activation + "; put an ActivationLayer after the norm");
+        if (complete) {
+            AttentionSettings.require(nIn > 0, who + ": nIn must be > 0, got " + nIn
+                    + " (set it or give an input type)");
+        }
+    }
+
+    /** The name used in messages: {@code LayerNormLayer}, with the layer name in quotes if it has one. */
+    String who() {
+        return AttentionSettings.who(NAME, layerName);
+    }
+
+    /** The number of features normalised per step, {@code nIn} (= {@code nOut}). */
+    public long width() {
+        return nIn;
+    }
+
+    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
+    public RNNFormat dataFormat() {
+        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
+    }
+
+    /**
+     * Creates a {@link LayerNormLayerImpl} over the given parameter view.
+     *
+     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
+     */
+    @Override
+    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
+                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
+                             DataType networkDataType) {
+        validate(true);
+        return AttentionSettings.wire(new LayerNormLayerImpl(conf, networkDataType), conf, initializer(),
+                trainingListeners, layerIndex, layerParamsView, initializeParams);
+    }
+
+    /** The {@link LayerNormParamInitializer}. */
+    @Override
+    public ParamInitializer initializer() {
+        return LayerNormParamInitializer.getInstance();
+    }
+
+    /**
+     * {@code recurrent(width, timeSeriesLength, rnnDataFormat)}.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public InputType getOutputType(int layerIndex, InputType inputType) {
+        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
+        return InputType.recurrent(nOut, r.getTimeSeriesLength(), dataFormat());
+    }
+
+    /**
+     * Takes the width (nIn and nOut) and the data format from a recurrent input type where they are unset or
+     * {@code override} is true, as DL4J's recurrent layers do.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public void setNIn(InputType inputType, boolean override) {
+        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
+        if (nIn <= 0 || override) {
+            this.nIn = r.getSize();
+            this.nOut = r.getSize();
+        }
+        if (rnnDataFormat == null || override) {
+            this.rnnDataFormat = r.getFormat();
+        }
+    }
+
+    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
+    @Override
+    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
+        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
+    }
+
+    /**
+     * Parameters and their updater state; per example and step, the normalised input and the output at
+     * inference, and in training also the statistics kept for backprop and the input gradient.
+     *
+     * @throws IllegalStateException if the input is not recurrent
+     */
+    @Override
+    public LayerMemoryReport getMemoryReport(InputType inputType) {
+        InputType outputType = getOutputType(-1, inputType);
+        long params = initializer().numParams(this);
+        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
+        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
+        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
+                .standardMemory(params, updaterState)
+                .workingMemory(0, 2 * steps * nIn, 0, steps * (4 * nIn + 1))
+                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
+                .build();
+    }
+
+    /** The epsilon inside the square root, {@code > 0}. */
+    public double getEps() {
+        return eps;
+    }
+
+    /** Sets the epsilon inside the square root (for JSON). */
+    public void setEps(double eps) {
+        this.eps = eps;
+    }
+
+    /** Whether this is RMSNorm (no mean subtraction, no bias) rather than LayerNorm. */
+    public boolean isRms() {
+        return rms;
+    }
+
+    /** Sets RMSNorm rather than LayerNorm (for JSON). */
+    public void setRms(boolean rms) {
+        this.rms = rms;
+    }
+
+    /** Configured layout, NCW {@code [B, features, N]} or NWC {@code [B, N, features]}; null if unset. */
+    public RNNFormat getRnnDataFormat() {
+        return rnnDataFormat;
+    }
+
+    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
+    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
+        this.rnnDataFormat = rnnDataFormat;
+    }
+
+    /** Equal when the DL4J settings, {@code eps}, {@code rms} and the data format are equal. */
+    @Override
+    public boolean equals(Object o) {
+        if (o == this) {
+            return true;
+        }
+        return o instanceof LayerNormLayer other && other.canEqual(this) && super.equals(o)
+                && Double.compare(eps, other.eps) == 0 && rms == other.rms && rnnDataFormat == other.rnnDataFormat;
+    }
+
+    /** Only a LayerNormLayer may equal this one. */
+    @Override
+    protected boolean canEqual(Object other) {
+        return other instanceof LayerNormLayer;
+    }
+
+    /** Consistent with {@link #equals}. */
+    @Override
+    public int hashCode() {
+        return Objects.hash(super.hashCode(), eps, rms, rnnDataFormat);
+    }
+
+    /** The settings, for logs and messages. */
+    @Override
+    public String toString() {
+        return NAME + "(name=" + layerName + ", width=" + nIn + ", eps=" + eps + ", rms=" + rms
+                + ", rnnDataFormat=" + rnnDataFormat + ")";
+    }
+
+    /**
+     * Builder for {@link LayerNormLayer}. Set {@code nIn} (the width; nOut follows it and, if set, must equal
+     * it) or let the input type give it. Defaults: LayerNorm (not rms), eps {@value #DEFAULT_EPS}, the input
+     * type's format or NCW, identity activation.
+     */
+    // unchecked: DL4J declares build() as the generic <E extends Layer> E build(); javac flags the override
+    @SuppressWarnings("unchecked")
+    public static class Builder extends FeedForwardLayer.Builder<Builder> {
+        private double eps = DEFAULT_EPS;
+        private boolean rms;
+        private RNNFormat rnnDataFormat;
+
+        /** A builder with the defaults above. */
+        public Builder() {
+            // the norm's output is linear; DL4J's global default activation (sigmoid) would otherwise apply
+            this.activationFn = new ActivationIdentity();
+        }
+
+        /** A builder for {@code width} features per step ({@code nIn = nOut = width}). */
+        public Builder(long width) {
+            this();
+            nIn(width);
+        }
+
+        /** The epsilon added inside the square root ({@code > 0}); default {@value #DEFAULT_EPS}. */
+        public Builder eps(double eps) {
+            this.eps = eps;
+            return this;
+        }
+
+        /** RMSNorm: {@code y = g . x / sqrt(mean(x^2) + eps)}, no mean subtraction and no bias; default false. */
+        public Builder rms(boolean rms) {
+            this.rms = rms;
+            return this;
+        }
+
+        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
+        public Builder dataFormat(RNNFormat format) {
+            this.rnnDataFormat = format;
+            return this;
+        }
+
+        /**
+         * The validated configuration.
+         *
+         * @throws IllegalArgumentException naming the offending setting, expected and actual value
+         */
+        @Override
+        public LayerNormLayer build() {
+            return new LayerNormLayer(this);
+        }
+    }
+}
