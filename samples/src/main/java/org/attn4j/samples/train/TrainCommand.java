@@ -1,0 +1,412 @@
+package org.attn4j.samples.train;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+import java.util.concurrent.Callable;
+import java.util.function.Consumer;
+
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.distributed.launch.WorkerEnvironment;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.ParallelStrategy;
+import org.attn4j.distributed.training.ZeroStage;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.UserInputException;
+import org.attn4j.samples.metrics.PeakMemory;
+import org.deeplearning4j.nn.graph.ComputationGraph;
+import org.deeplearning4j.util.ModelSerializer;
+import org.knowm.xchart.BitmapEncoder;
+import org.knowm.xchart.XYChart;
+import org.knowm.xchart.XYChartBuilder;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.shade.jackson.databind.ObjectMapper;
+import org.nd4j.shade.jackson.databind.SerializationFeature;
+import org.nd4j.shade.jackson.databind.node.ObjectNode;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code attn4j train}: trains the GPT-like {@link GptGraph} on a long-context task or a text file, on one process
+ * or sequence-parallel over {@code --workers} processes, and reports how it went. Every optimisation step prints
+ * {@code step <n> loss <value>} (full precision; rank 0 only); a progress line shows speed and time left; at the end
+ * {@code OUT/loss.png}, {@code OUT/summary.json} and the model ({@code OUT/model.zip}, for {@code attn4j generate}).
+ */
+@Command(name = "train", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {"Train a GPT-like model on a long-context task (passkey retrieval, associative recall) or",
+            "a UTF-8 text file, on one process or sequence-parallel over worker processes."})
+public final class TrainCommand implements Callable<Integer> {
+
+    @Option(names = "--task", paramLabel = "NAME", defaultValue = "passkey",
+            description = "Synthetic task: passkey or recall (default: ${DEFAULT-VALUE}); ignored with --text.")
+    String task;
+
+    @Option(names = "--text", paramLabel = "FILE", description = "Train on this UTF-8 text file, byte by byte.")
+    Path text;
+
+    @Option(names = "--seq-len", paramLabel = "N", defaultValue = "64",
+            description = "Sequence length (default: ${DEFAULT-VALUE}).")
+    int seqLen;
+
+    @Option(names = "--layers", defaultValue = "2", description = "Transformer blocks (default: ${DEFAULT-VALUE}).")
+    int layers;
+
+    @Option(names = "--d-model", defaultValue = "64", description = "Model width (default: ${DEFAULT-VALUE}).")
+    int dModel;
+
+    @Option(names = "--heads", defaultValue = "4", description = "Query heads (default: ${DEFAULT-VALUE}).")
+    int heads;
+
+    @Option(names = "--kv-heads", defaultValue = "4", description = "Key/value heads (default: ${DEFAULT-VALUE}).")
+    int kvHeads;
+
+    @Option(names = "--attention", paramLabel = "KIND", defaultValue = "flash",
+            description = "flash, linear, or stock (DL4J's SelfAttentionLayer, one process only) "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String attention;
+
+    @Option(names = "--batch", defaultValue = "16", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
+    int batch;
+
+    @Option(names = "--steps", defaultValue = "400", description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
+    int steps;
+
+    @Option(names = "--lr", defaultValue = "3e-3", description = "Adam learning rate (default: ${DEFAULT-VALUE}).")
+    double lr;
+
+    @Option(names = "--seed", defaultValue = "1", description = "Seed of weights and data (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--workers", paramLabel = "P", defaultValue = "1",
+            description = "Worker processes (default: ${DEFAULT-VALUE}).")
+    int workers;
+
+    @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring",
+            description = "Sequence-parallel attention: ring, zigzag, wallfacer, attention2d, attention2d-overlap, "
+                    + "lasp (with --attention linear) or ulysses (default: ${DEFAULT-VALUE}).")
+    String strategy;
+
+    @Option(names = "--zero", paramLabel = "STAGE", defaultValue = "0",
+            description = "ZeRO stage 0-3 (default: ${DEFAULT-VALUE}).")
+    int zero;
+
+    @Option(names = "--checkpoint-dir", paramLabel = "DIR", description = "Write sharded checkpoints here.")
+    Path checkpointDir;
+
+    @Option(names = "--checkpoint-every", defaultValue = "100",
+            description = "Steps between checkpoints (default: ${DEFAULT-VALUE}).")
+    int checkpointEvery;
+
+    @Option(names = "--resume", description = "Continue from the newest complete checkpoint in --checkpoint-dir.")
+    boolean resume;
+
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/train",
+            description = "Where the loss curve, summary and model go (default: ${DEFAULT-VALUE}).")
+    Path out;
+
+    @Spec
+    CommandSpec spec;
+
+    @Override
+    public Integer call() throws Exception {
+        GptGraph.Attention kind = attentionKind();
+        TrainingTask t = task();
+        ParallelStrategy parallel = workers > 1 ? parallelStrategy(kind) : null;
+        GptGraph model = new GptGraph(t.vocab(), seqLen, dModel, heads, kvHeads, layers, kind, DataType.FLOAT, lr,
+                seed);
+        checkSizes(parallel);
+        if (workers > 1 && System.getenv(WorkerEnvironment.RANK) == null) {
+            return launchWorkers();
+        }
+        return train(t, model, parallel);
+    }
+
+    private Integer train(TrainingTask t, GptGraph model, ParallelStrategy parallel) throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        ComputationGraph net = model.build();
+        PrintWriter log = spec.commandLine().getOut();
+        AeronTransport transport = parallel == null ? null : AeronTransport.fromEnvironment();
+        try {
+            boolean leader = transport == null || transport.rank() == 0;
+            DistributedTrainer trainer = transport == null ? null : trainer(net, transport, parallel);
+            int first = trainer == null ? 0 : Math.max(0, trainer.resumedFromStep());
+            Random data = new Random(seed);
+            List<Double> losses = new ArrayList<>();
+            PeakMemory.collectGarbage();
+            PeakMemory memory = PeakMemory.start();
+            Progress progress = new Progress(steps, leader);
+            long start = System.nanoTime();
+            for (int step = 0; step < steps; step++) {
+                DataSet b = t.batch(data, batch, seqLen, DataType.FLOAT);     // every worker draws the same
+                if (step < first) {
+                    continue;
+                }
+                double loss;
+                if (trainer == null) {
+                    net.fit(b);
+                    loss = net.score();
+                } else {
+                    loss = trainer.fit(b);
+                }
+                losses.add(loss);
+                if (leader) {
+                    log.println("step " + step + " loss " + loss);
+                    log.flush();
+                    progress.update(step + 1, loss, (long) batch * seqLen, System.nanoTime() - start);
+                }
+            }
+            double seconds = (System.nanoTime() - start) / 1e9;
+            PeakMemory.Reading peak = memory.stop();
+            if (trainer != null) {
+                trainer.gatherParameters();
+            }
+            if (leader) {
+                progress.finish();
+                double accuracy = accuracy(net, t, seqLen);
+                report(t, model, net, losses, accuracy, seconds, (long) (steps - first) * batch * seqLen, peak);
+            }
+            return 0;
+        } finally {
+            if (transport != null) {
+                transport.close();
+            }
+        }
+    }
+
+    private DistributedTrainer trainer(ComputationGraph net, AeronTransport transport, ParallelStrategy parallel) {
+        DistributedTrainer.Builder b = DistributedTrainer.builder(net, transport).strategy(parallel);
+        if (checkpointDir != null) {
+            b.checkpoints(checkpointDir, checkpointEvery).run("attn4j-train").resume(resume);
+        }
+        try {
+            return b.build();
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage(), e);
+        }
+    }
+
+    /** Fraction of scored next-token predictions the model gets right on a fresh batch of 64 sequences. */
+    static double accuracy(ComputationGraph net, TrainingTask t, int length) {
+        DataSet eval = t.batch(new Random(-1), 64, length, DataType.FLOAT);
+        INDArray probabilities = net.outputSingle(eval.getFeatures());
+        INDArray predicted = probabilities.argMax(1);
+        INDArray truth = eval.getLabels().argMax(1);
+        INDArray mask = eval.getLabelsMaskArray();
+        double right = predicted.eq(truth).castTo(DataType.FLOAT).mul(mask).sumNumber().doubleValue();
+        return right / mask.sumNumber().doubleValue();
+    }
+
+    private void report(TrainingTask t, GptGraph model, ComputationGraph net, List<Double> losses, double accuracy,
+                        double seconds, long tokens, PeakMemory.Reading peak) throws IOException {
+        Files.createDirectories(out);
+        XYChart chart = new XYChartBuilder().width(900).height(500).title("attn4j train: " + t.name())
+                .xAxisTitle("step").yAxisTitle("loss (cross-entropy on scored tokens)").build();
+        List<Double> x = new ArrayList<>();
+        for (int i = 0; i < losses.size(); i++) {
+            x.add((double) (steps - losses.size() + i));
+        }
+        chart.addSeries(model.attention().cliName() + (workers > 1 ? ", " + workers + " workers " + strategy : ""),
+                x, losses);
+        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE);
+        BitmapEncoder.saveBitmap(chart, out.resolve("loss").toString(), BitmapEncoder.BitmapFormat.PNG);
+        ModelSerializer.writeModel(net, out.resolve("model.zip").toFile(), false);
+        ObjectNode s = new ObjectMapper().createObjectNode();
+        s.put("task", t.name()).put("vocab", t.vocab()).put("seq_len", seqLen).put("attention", model.attention()
+                .cliName()).put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
+                .put("steps", steps).put("first_loss", losses.isEmpty() ? Double.NaN : losses.get(0))
+                .put("final_loss", losses.isEmpty() ? Double.NaN : losses.get(losses.size() - 1))
+                .put("accuracy", accuracy).put("tokens_per_second", tokens / seconds).put("seconds", seconds)
+                .put("peak_bytes", peak.peakBytes()).put("text", text == null ? null : text.toString());
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.resolve("summary.json").toFile(),
+                s);
+        PrintWriter log = spec.commandLine().getOut();
+        log.printf(Locale.ROOT, "done: %s, %d steps, loss %.4f -> %.4f, accuracy %.1f%% on the scored tokens, "
+                        + "%.0f tokens/s, %.1f s, peak memory %.0f MB; wrote %s, %s, %s%n", t.name(), losses.size(),
+                losses.isEmpty() ? Double.NaN : losses.get(0), losses.isEmpty() ? Double.NaN
+                        : losses.get(losses.size() - 1), 100 * accuracy, tokens / seconds, seconds,
+                peak.peakBytes() / 1e6, out.resolve("loss.png"), out.resolve("summary.json"),
+                out.resolve("model.zip"));
+        log.flush();
+    }
+
+    private Integer launchWorkers() throws IOException, InterruptedException {
+        PrintWriter o = spec.commandLine().getOut();
+        PrintWriter e = spec.commandLine().getErr();
+        List<String> args = new ArrayList<>(List.of("train"));
+        args.addAll(spec.commandLine().getParseResult().originalArgs());
+        LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("3g")
+                .stopGrace(Duration.ofSeconds(30)).output(stripRank(o), stripRank(e)).build().run();
+        if (!r.succeeded()) {
+            throw new UserInputException("train on " + workers + " workers failed: " + r);
+        }
+        return 0;
+    }
+
+    /** Worker lines without the launcher's "[rank r] " prefix (only rank 0 prints the step lines). */
+    private static Consumer<String> stripRank(PrintWriter w) {
+        return line -> {
+            String text = line.startsWith("[rank ") && line.indexOf("] ") > 0 ? line.substring(line.indexOf("] ") + 2)
+                    : line;
+            synchronized (w) {
+                w.println(text);
+                w.flush();
+            }
+        };
+    }
+
+    private GptGraph.Attention attentionKind() {
+        try {
+            return GptGraph.Attention.valueOf(attention.strip().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException("--attention must be flash, linear or stock, got '" + attention + "'");
+        }
+    }
+
+    private TrainingTask task() throws IOException {
+        if (seqLen < 8) {
+            throw new UserInputException("--seq-len must be >= 8, got " + seqLen);
+        }
+        if (text != null) {
+            if (!Files.isRegularFile(text)) {
+                throw new UserInputException("--text " + text + ": no such file");
+            }
+            try {
+                return TrainingTask.text(text, seqLen);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException(e.getMessage(), e);
+            }
+        }
+        return switch (task.strip().toLowerCase(Locale.ROOT)) {
+            case "passkey" -> TrainingTask.passkey(3);
+            case "recall" -> TrainingTask.recall(8);
+            default -> throw new UserInputException("--task must be passkey or recall, got '" + task + "'");
+        };
+    }
+
+    private ParallelStrategy parallelStrategy(GptGraph.Attention kind) {
+        if (kind == GptGraph.Attention.STOCK) {
+            throw new UserInputException("--attention stock is DL4J's own layer, which cannot run sequence-parallel; "
+                    + "use flash or linear with --workers " + workers);
+        }
+        SequenceAlgorithm algo;
+        SequenceLayout layout = null;
+        String name = strategy.strip().toLowerCase(Locale.ROOT);
+        if (name.equals("zigzag")) {
+            algo = SequenceAlgorithm.RING;
+            layout = SequenceLayout.ZIGZAG;
+        } else {
+            try {
+                algo = SequenceAlgorithm.byName(name);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--strategy: " + e.getMessage() + ", zigzag");
+            }
+            if (algo == SequenceAlgorithm.RING) {
+                layout = SequenceLayout.CONTIGUOUS;
+            }
+        }
+        if ((kind == GptGraph.Attention.LINEAR) != (algo == SequenceAlgorithm.LASP)) {
+            throw new UserInputException("--strategy lasp goes with --attention linear, and linear attention with "
+                    + "lasp; got --strategy " + name + " with --attention " + kind.cliName());
+        }
+        int team = 1;
+        if (algo == SequenceAlgorithm.WALLFACER) {
+            for (int c = 1; c * c <= workers; c++) {
+                if (workers % (c * c) == 0) {
+                    team = c;
+                }
+            }
+        }
+        try {
+            return new ParallelStrategy(1, workers, algo, layout, team, ZeroStage.of(zero));
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage(), e);
+        }
+    }
+
+    private void checkSizes(ParallelStrategy parallel) {
+        if (workers < 1 || workers > 16) {
+            throw new UserInputException("--workers must be in [1, 16], got " + workers);
+        }
+        if (steps < 1 || batch < 1 || !(lr > 0)) {
+            throw new UserInputException("--steps, --batch and --lr must be positive, got " + steps + ", " + batch
+                    + ", " + lr);
+        }
+        if (zero < 0 || zero > 3) {
+            throw new UserInputException("--zero must be 0, 1, 2 or 3, got " + zero);
+        }
+        if (resume && checkpointDir == null) {
+            throw new UserInputException("--resume needs --checkpoint-dir");
+        }
+        if (checkpointDir != null && workers == 1) {
+            throw new UserInputException("--checkpoint-dir applies to --workers 2 or more (one process: use the "
+                    + "saved model.zip)");
+        }
+        if (parallel != null) {
+            SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(workers, seqLen, heads, kvHeads, true, 0,
+                    parallel.effectiveLayout(true), parallel.team(), 1.0);
+            try {
+                parallel.algorithm().validate(s);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--strategy " + strategy + " with --workers " + workers + ": "
+                        + e.getMessage());
+            }
+        }
+    }
+
+    /** A one-line progress display on stderr: step, loss, tokens per second, time left. */
+    private final class Progress {
+        private final int total;
+        private final boolean show;
+        private long lastPrint;
+
+        Progress(int total, boolean show) {
+            this.total = total;
+            this.show = show;
+        }
+
+        void update(int done, double loss, long tokensPerStep, long elapsedNanos) {
+            long now = System.nanoTime();
+            if (!show || (now - lastPrint < 500_000_000L && done < total)) {
+                return;
+            }
+            lastPrint = now;
+            double seconds = elapsedNanos / 1e9;
+            double perStep = seconds / done;
+            int width = 24;
+            int filled = (int) Math.round(width * (double) done / total);
+            PrintWriter e = spec.commandLine().getErr();
+            e.printf(Locale.ROOT, "\r[%s%s] step %d/%d loss %.4f %.0f tok/s %s left   ", "#".repeat(filled),
+                    ".".repeat(width - filled), done, total, loss, done * tokensPerStep / seconds,
+                    clock(perStep * (total - done)));
+            e.flush();
+        }
+
+        void finish() {
+            if (show) {
+                spec.commandLine().getErr().println();
+                spec.commandLine().getErr().flush();
+            }
+        }
+
+        private String clock(double seconds) {
+            long s = Math.round(seconds);
+            return String.format(Locale.ROOT, "%d:%02d", s / 60, s % 60);
+        }
+    }
+}

@@ -1,0 +1,87 @@
+package org.attn4j.samples.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.CliRun;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * {@code attn4j train}: two worker processes print the losses of one process (to the trainer's parity
+ * tolerance), a run writes its curve, summary and model, and bad flags get one clear line.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class TrainCommandTest {
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void twoWorkersPrintTheLossesOfOneProcess() throws Exception {
+        List<Double> one = losses(CliRun.of("train", "--steps", "5", "--seed", "1", "--out", tmp.resolve("one")
+                .toString()));
+        List<Double> two = losses(CliRun.of("train", "--workers", "2", "--strategy", "ring", "--steps", "5",
+                "--seed", "1", "--out", tmp.resolve("two").toString()));
+        assertEquals(5, one.size());
+        assertEquals(one.size(), two.size());
+        for (int i = 0; i < one.size(); i++) {
+            // float32 training: the trainer's parity tolerance
+            assertEquals(one.get(i), two.get(i), 1e-4 * Math.abs(one.get(i)), "step " + i + ": " + one + " vs " + two);
+        }
+        assertTrue(Files.size(tmp.resolve("one").resolve("loss.png")) > 0);
+        assertTrue(Files.readString(tmp.resolve("one").resolve("summary.json")).contains("\"accuracy\""));
+        assertTrue(Files.exists(tmp.resolve("one").resolve("model.zip")));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', value = {
+        "--strategy torus --workers 2|unknown sequence-parallel algorithm 'torus'",
+        "--workers 0|--workers must be in [1, 16], got 0",
+        "--workers 3 --strategy zigzag --seq-len 64|N = 64 must be a positive multiple of 6",
+        "--text /no/such/file.txt|--text /no/such/file.txt: no such file",
+        "--attention quantum|--attention must be flash, linear or stock",
+        "--resume|--resume needs --checkpoint-dir"})
+    void refusesBadFlagsWithOneLine(String flags, String message) {
+        List<String> args = new ArrayList<>(List.of("train"));
+        args.addAll(List.of(flags.split(" ")));
+        args.addAll(List.of("--out", tmp.toString()));
+        CliRun r = CliRun.of(args.toArray(new String[0]));
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode(), r.err());
+        assertTrue(r.err().contains(message), r.err());
+        assertEquals(1, r.err().strip().lines().count(), "one line: " + r.err());
+    }
+
+    @Test
+    void helpListsEveryOptionWithItsDefault() {
+        CliRun r = CliRun.of("train", "--help");
+        assertEquals(0, r.exitCode());
+        for (String option : new String[] {"--task", "--text", "--seq-len", "--layers", "--d-model", "--heads",
+            "--kv-heads", "--attention", "--batch", "--steps", "--lr", "--seed", "--workers", "--strategy", "--zero",
+            "--checkpoint-dir", "--resume", "--out"}) {
+            assertTrue(r.out().contains(option), option + " missing from\n" + r.out());
+        }
+        assertTrue(r.out().contains("(default: passkey)") && r.out().contains("(default: 400)"), r.out());
+    }
+
+    private static List<Double> losses(CliRun r) {
+        assertEquals(0, r.exitCode(), r.err() + r.out());
+        List<Double> out = new ArrayList<>();
+        for (String line : r.out().lines().toList()) {
+            if (line.startsWith("step ")) {
+                out.add(Double.parseDouble(line.substring(line.indexOf(" loss ") + 6)));
+            }
+        }
+        return out;
+    }
+}
