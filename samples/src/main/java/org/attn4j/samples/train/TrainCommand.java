@@ -60,7 +60,7 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--text", paramLabel = "FILE", description = "Train on this UTF-8 text file, byte by byte.")
     Path text;
 
-    @Option(names = "--seq-len", paramLabel = "N", defaultValue = "64",
+    @Option(names = "--seq-len", paramLabel = "N", defaultValue = "128",
             description = "Sequence length (default: ${DEFAULT-VALUE}).")
     int seqLen;
 
@@ -84,7 +84,7 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--batch", defaultValue = "16", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
     int batch;
 
-    @Option(names = "--steps", defaultValue = "400", description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--steps", defaultValue = "800", description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
     int steps;
 
     @Option(names = "--lr", defaultValue = "3e-3", description = "Adam learning rate (default: ${DEFAULT-VALUE}).")
@@ -139,6 +139,10 @@ public final class TrainCommand implements Callable<Integer> {
 
     private Integer train(TrainingTask t, GptGraph model, ParallelStrategy parallel) throws Exception {
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        // ND4J frees off-heap buffers when the JVM collects their arrays; with a large heap that can be rare, so
+        // let its memory manager ask for a collection every second.
+        Nd4j.getMemoryManager().togglePeriodicGc(true);
+        Nd4j.getMemoryManager().setAutoGcWindow(1000);
         ComputationGraph net = model.build();
         PrintWriter log = spec.commandLine().getOut();
         AeronTransport transport = parallel == null ? null : AeronTransport.fromEnvironment();
@@ -248,8 +252,7 @@ public final class TrainCommand implements Callable<Integer> {
     private Integer launchWorkers() throws IOException, InterruptedException {
         PrintWriter o = spec.commandLine().getOut();
         PrintWriter e = spec.commandLine().getErr();
-        List<String> args = new ArrayList<>(List.of("train"));
-        args.addAll(spec.commandLine().getParseResult().originalArgs());
+        List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());  // "train ..."
         LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("3g")
                 .stopGrace(Duration.ofSeconds(30)).output(stripRank(o), stripRank(e)).build().run();
         if (!r.succeeded()) {
