@@ -1,0 +1,231 @@
+package org.attn4j.samples;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.ParallelStrategy;
+import org.attn4j.distributed.training.ZeroStage;
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.Transport;
+import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.LayerNormLayer;
+import org.attn4j.layers.LinearAttentionLayer;
+import org.attn4j.layers.PositionalEmbeddingLayer;
+import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
+import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.graph.ElementWiseVertex;
+import org.deeplearning4j.nn.conf.layers.EmbeddingSequenceLayer;
+import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
+import org.deeplearning4j.nn.graph.ComputationGraph;
+import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
+import org.deeplearning4j.util.ModelSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.nd4j.linalg.activations.Activation;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.config.Adam;
+import org.nd4j.linalg.lossfunctions.LossFunctions;
+
+/**
+ * docs/guide.md cannot rot: every Java block in it is one of the snippets below, word for word (checked), and
+ * every snippet is compiled with this class and run by its test.
+ */
+class GuideSnippetsTest {
+
+    private static final Path GUIDE = Path.of("..", "docs", "guide.md");
+    private static final Path SOURCE = Path.of("src", "test", "java", "org", "attn4j", "samples",
+            "GuideSnippetsTest.java");
+
+    @TempDir
+    File tmp;
+
+    @Test
+    void everyJavaBlockOfTheGuideIsASnippetOfThisClass() throws Exception {
+        Map<String, String> snippets = regions(Files.readString(SOURCE));
+        Matcher m = Pattern.compile("<!-- snippet: (\\S+) -->\\s*```java\\n(.*?)```", Pattern.DOTALL)
+                .matcher(Files.readString(GUIDE));
+        int blocks = 0;
+        while (m.find()) {
+            blocks++;
+            String name = m.group(1);
+            assertTrue(snippets.containsKey(name), "guide snippet '" + name + "' has no region in " + SOURCE);
+            assertEquals(snippets.get(name).strip(), m.group(2).strip(), "guide snippet '" + name + "'");
+        }
+        long javaBlocks = Pattern.compile("```java").matcher(Files.readString(GUIDE)).results().count();
+        assertEquals(javaBlocks, blocks, "every ```java block must be a named snippet");
+        assertEquals(snippets.size(), blocks, "every snippet region must appear in the guide");
+    }
+
+    @Test
+    void ops() {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        INDArray q = Nd4j.randn(DataType.FLOAT, 1, 4, 64, 16);
+        INDArray k = Nd4j.randn(DataType.FLOAT, 1, 2, 64, 16);
+        INDArray v = Nd4j.randn(DataType.FLOAT, 1, 2, 64, 16);
+        INDArray dOut = Nd4j.randn(DataType.FLOAT, 1, 4, 64, 16);
+        // snippet: ops
+        FlashAttention flash = FlashAttention.defaults();
+        double scale = FlashAttention.defaultScale(q.size(3));                  // 1/sqrt(D)
+        AttentionOutput out = flash.forward(q, k, v, AttentionMask.causal(), scale);   // q [B,H,N,D], k/v [B,Hkv,N,D]
+        AttentionGradients g = flash.backward(q, k, v, out.output(), out.lse(), dOut, AttentionMask.causal(), scale);
+
+        LinearAttentionOutput lin = LinearAttention.defaults().forward(q, k, v, Decay.of(0.99), true, null);
+        // end snippet
+        assertEquals(q.shapeInfoToString(), g.dq().shapeInfoToString());
+        assertEquals(4, lin.output().size(1));
+    }
+
+    @Test
+    void multiLayerNetwork() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        DataSet batch = tokens(4, 32, 50);
+        // snippet: mln
+        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder()
+                .seed(1).updater(new Adam(1e-3)).list()
+                .layer(new EmbeddingSequenceLayer.Builder().nIn(50).nOut(64).outputDataFormat(RNNFormat.NCW).build())
+                .layer(new PositionalEmbeddingLayer.Builder().maxLength(1024).width(64).build())
+                .layer(new FlashAttentionLayer.Builder().nIn(64).nOut(64).nHeads(8).nKvHeads(2).causal(true).build())
+                .layer(new LinearAttentionLayer.Builder().nIn(64).nOut(64).nHeads(8).causal(true).decay(0.99).build())
+                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
+                        .nIn(64).nOut(50).dataFormat(RNNFormat.NCW).build())
+                .build();
+        MultiLayerNetwork net = new MultiLayerNetwork(conf);
+        net.init();
+        net.fit(batch);                                   // features [B, 1, N] token ids, labels [B, 50, N]
+
+        String json = conf.toJson();                      // the layers serialise like DL4J's own
+        MultiLayerConfiguration again = MultiLayerConfiguration.fromJson(json);
+        ModelSerializer.writeModel(net, new File(tmp, "model.zip"), true);
+        MultiLayerNetwork restored = ModelSerializer.restoreMultiLayerNetwork(new File(tmp, "model.zip"), true);
+        // end snippet
+        assertEquals(conf, again);
+        assertEquals(net.params(), restored.params());
+    }
+
+    @Test
+    void computationGraph() {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        DataSet batch = tokens(2, 16, 50);
+        // snippet: graph
+        ComputationGraphConfiguration conf = new NeuralNetConfiguration.Builder()
+                .seed(1).updater(new Adam(1e-3)).graphBuilder()
+                .addInputs("in")
+                .addLayer("embed", new EmbeddingSequenceLayer.Builder().nIn(50).nOut(64)
+                        .outputDataFormat(RNNFormat.NCW).build(), "in")
+                .addLayer("norm", new LayerNormLayer.Builder().nIn(64).build(), "embed")
+                .addLayer("attn", new FlashAttentionLayer.Builder().nIn(64).nOut(64).nHeads(4).causal(true).build(),
+                        "norm")
+                .addVertex("residual", new ElementWiseVertex(ElementWiseVertex.Op.Add), "embed", "attn")
+                .addLayer("out", new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
+                        .activation(Activation.SOFTMAX).nIn(64).nOut(50).dataFormat(RNNFormat.NCW).build(),
+                        "residual")
+                .setOutputs("out").build();
+        ComputationGraph graph = new ComputationGraph(conf);
+        graph.init();
+        graph.fit(batch);
+        // end snippet
+        assertTrue(Double.isFinite(graph.score()));
+    }
+
+    @Test
+    void distributedTrainer() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        DataSet batch = tokens(4, 32, 50);
+        List<InJvmTransport> transports = InJvmTransport.group(2, Duration.ofSeconds(30));
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        try {
+            List<Future<Double>> scores = new ArrayList<>();
+            for (Transport transport : transports) {
+                scores.add(pool.submit(() -> {
+                    MultiLayerNetwork net = smallNet();          // the same seed on every worker
+                    // snippet: trainer
+                    DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
+                            .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)   // 2 workers per sequence
+                                    .withZero(ZeroStage.GRADIENTS))
+                            .build();
+                    double score = trainer.fit(batch);           // every worker passes the same whole batch
+                    // end snippet
+                    return score;
+                }));
+            }
+            MultiLayerNetwork single = smallNet();
+            single.fit(batch);
+            for (Future<Double> f : scores) {
+                assertEquals(single.score(), f.get(120, TimeUnit.SECONDS), 1e-4 * Math.abs(single.score()));
+            }
+        } finally {
+            pool.shutdownNow();
+            transports.forEach(Transport::close);
+        }
+    }
+
+    private static MultiLayerNetwork smallNet() {
+        MultiLayerNetwork net = new MultiLayerNetwork(new NeuralNetConfiguration.Builder().seed(3)
+                .updater(new Adam(1e-3)).list()
+                .layer(new EmbeddingSequenceLayer.Builder().nIn(50).nOut(16).outputDataFormat(RNNFormat.NCW).build())
+                .layer(new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(2).causal(true).build())
+                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
+                        .nIn(16).nOut(50).dataFormat(RNNFormat.NCW).build())
+                .build());
+        net.init();
+        return net;
+    }
+
+    private static DataSet tokens(int b, int n, int vocab) {
+        INDArray features = Nd4j.zeros(DataType.FLOAT, b, 1, n);
+        INDArray labels = Nd4j.zeros(DataType.FLOAT, b, vocab, n);
+        for (int i = 0; i < b; i++) {
+            for (int t = 0; t < n; t++) {
+                features.putScalar(new int[] {i, 0, t}, (7 * i + t) % vocab);
+                labels.putScalar(new int[] {i, (7 * i + t + 1) % vocab, t}, 1.0);
+            }
+        }
+        return new DataSet(features, labels);
+    }
+
+    /** The regions between "// snippet: NAME" and "// end snippet", de-indented. */
+    private static Map<String, String> regions(String source) {
+        Map<String, String> out = new LinkedHashMap<>();
+        Matcher m = Pattern.compile("// snippet: (\\S+)\\n(.*?)\\n\\s*// end snippet", Pattern.DOTALL).matcher(source);
+        while (m.find()) {
+            List<String> lines = m.group(2).lines().toList();
+            int indent = lines.stream().filter(l -> !l.isBlank()).mapToInt(l -> l.length() - l.stripLeading()
+                    .length()).min().orElse(0);
+            StringBuilder b = new StringBuilder();
+            for (String l : lines) {
+                b.append(l.isBlank() ? "" : l.substring(indent)).append('\n');
+            }
+            out.put(m.group(1), b.toString());
+        }
+        return out;
+    }
+}
