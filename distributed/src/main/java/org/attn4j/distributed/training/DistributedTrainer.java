@@ -351,22 +351,7 @@ public final class DistributedTrainer {
                 return;
             }
             CheckpointStore.Checkpoint c = found.get();
-            String theirRun = c.json().get("run").asText();
-            if (!theirRun.equals(run)) {
-                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
-                        + " belongs to run '" + theirRun + "', this is run '" + run + "'");
-            }
-            if (!c.json().get("fingerprint").asText().equals(fingerprint)) {
-                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest() + " is of another "
-                        + "model (configuration or parameter count differ from this network's)");
-            }
-            int theirStage = c.json().get("zeroStage").asInt();
-            if (c.worldSize() != transport.worldSize() || theirStage != strategy.zero().stage()) {
-                throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
-                        + " was written by " + c.worldSize() + " workers at ZeRO stage " + theirStage + "; this run "
-                        + "has " + transport.worldSize() + " at stage " + strategy.zero().stage() + ". Resume with "
-                        + "the same world size and stage (re-sharding a checkpoint is not supported)");
-            }
+            checkFits(c, run, fingerprint, transport.worldSize(), strategy.zero());
             CheckpointStore.Shard shard = checkpoints.readShard(c, transport.rank());
             CheckpointStore.Header h = shard.header();
             INDArray flat = net.params().reshape(paramCount);
@@ -383,6 +368,48 @@ public final class DistributedTrainer {
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException("DistributedTrainer rank " + transport.rank()
                     + ": reading the checkpoint failed", e);
+        }
+    }
+
+    /**
+     * Checks, without a transport, that the newest complete checkpoint in {@code dir} (if any) can be resumed by
+     * {@code model} as run {@code run} on {@code worldSize} workers at {@code zero}: what a launcher calls before
+     * starting workers, so a mismatch is one clear error instead of one per worker.
+     *
+     * @return the step of that checkpoint, or -1 if there is none
+     * @throws IllegalArgumentException naming the checkpoint and what does not fit
+     */
+    public static int checkResumable(java.nio.file.Path dir, Model model, String run, int worldSize, ZeroStage zero) {
+        try {
+            java.util.Optional<CheckpointStore.Checkpoint> found = new CheckpointStore(dir).newestComplete();
+            if (found.isEmpty()) {
+                return -1;
+            }
+            TrainableNetwork net = TrainableNetwork.of(model);
+            checkFits(found.get(), run, fingerprint(net.configurationJson(), net.params().length()), worldSize, zero);
+            return found.get().step();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("reading checkpoints in " + dir + " failed", e);
+        }
+    }
+
+    private static void checkFits(CheckpointStore.Checkpoint c, String run, String fingerprint, int worldSize,
+                                  ZeroStage zero) {
+        String theirRun = c.json().get("run").asText();
+        if (!theirRun.equals(run)) {
+            throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
+                    + " belongs to run '" + theirRun + "', this is run '" + run + "'");
+        }
+        if (!c.json().get("fingerprint").asText().equals(fingerprint)) {
+            throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest() + " is of another "
+                    + "model (configuration or parameter count differ from this network's)");
+        }
+        int theirStage = c.json().get("zeroStage").asInt();
+        if (c.worldSize() != worldSize || theirStage != zero.stage()) {
+            throw new IllegalArgumentException("DistributedTrainer: checkpoint " + c.manifest()
+                    + " was written by " + c.worldSize() + " workers at ZeRO stage " + theirStage + "; this run "
+                    + "has " + worldSize + " at stage " + zero.stage() + ". Resume with "
+                    + "the same world size and stage (re-sharding a checkpoint is not supported)");
         }
     }
 

@@ -53,6 +53,9 @@ import picocli.CommandLine.Spec;
             "a UTF-8 text file, on one process or sequence-parallel over worker processes."})
 public final class TrainCommand implements Callable<Integer> {
 
+    /** The run name in the checkpoints of attn4j train. */
+    static final String RUN = "attn4j-train";
+
     @Option(names = "--task", paramLabel = "NAME", defaultValue = "passkey",
             description = "Synthetic task: passkey or recall (default: ${DEFAULT-VALUE}); ignored with --text.")
     String task;
@@ -132,6 +135,14 @@ public final class TrainCommand implements Callable<Integer> {
                 seed);
         checkSizes(parallel);
         if (workers > 1 && System.getenv(WorkerEnvironment.RANK) == null) {
+            if (resume) {
+                Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+                try {
+                    DistributedTrainer.checkResumable(checkpointDir, model.build(), RUN, workers, ZeroStage.of(zero));
+                } catch (IllegalArgumentException e) {
+                    throw new UserInputException("--resume: " + e.getMessage(), e);
+                }
+            }
             return launchWorkers();
         }
         return train(t, model, parallel);
@@ -196,7 +207,7 @@ public final class TrainCommand implements Callable<Integer> {
     private DistributedTrainer trainer(ComputationGraph net, AeronTransport transport, ParallelStrategy parallel) {
         DistributedTrainer.Builder b = DistributedTrainer.builder(net, transport).strategy(parallel);
         if (checkpointDir != null) {
-            b.checkpoints(checkpointDir, checkpointEvery).run("attn4j-train").resume(resume);
+            b.checkpoints(checkpointDir, checkpointEvery).run(RUN).resume(resume);
         }
         try {
             return b.build();

@@ -63,6 +63,19 @@ class TrainCommandTest {
     }
 
     @Test
+    void refusesToResumeACheckpointOfAnotherModelWithOneLine() throws Exception {
+        Path ck = tmp.resolve("ck");
+        CliRun first = CliRun.of("train", "--workers", "2", "--steps", "2", "--checkpoint-dir", ck.toString(),
+                "--checkpoint-every", "1", "--seq-len", "16", "--out", tmp.resolve("a").toString());
+        assertEquals(0, first.exitCode(), first.err());
+        CliRun other = CliRun.of("train", "--workers", "2", "--steps", "4", "--checkpoint-dir", ck.toString(),
+                "--resume", "--seq-len", "16", "--d-model", "32", "--out", tmp.resolve("b").toString());
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, other.exitCode(), other.err());
+        assertTrue(other.err().contains("is of another model"), other.err());
+        assertEquals(1, other.err().strip().lines().count(), "one line: " + other.err());
+    }
+
+    @Test
     void helpListsEveryOptionWithItsDefault() {
         CliRun r = CliRun.of("train", "--help");
         assertEquals(0, r.exitCode());
