@@ -4,12 +4,10 @@ import java.util.Collection;
 import java.util.Objects;
 
 import org.deeplearning4j.nn.api.Layer;
-import org.deeplearning4j.nn.conf.InputPreProcessor;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.inputs.InputType;
 import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
-import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
 import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
 import org.deeplearning4j.nn.conf.memory.MemoryReport;
 import org.deeplearning4j.optimize.api.TrainingListener;
@@ -27,7 +25,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * properties) is the same as if each concrete class declared them: {@code nheads}, {@code nkvHeads},
  * {@code headSize}, {@code causal}, {@code rnnDataFormat}.
  */
-public abstract class AttentionLayerBase extends FeedForwardLayer {
+public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
 
     /** The concrete layer's name in messages, e.g. {@code FlashAttentionLayer}; not a bean property. */
     private final String type;
@@ -36,8 +34,6 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
     /** Per-head size; 0 means {@code nOut / nHeads}. */
     private int headSize;
     private boolean causal;
-    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
-    private RNNFormat rnnDataFormat;
 
     /**
      * For JSON deserialisation of the concrete class only.
@@ -56,13 +52,12 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
      * @param b    the builder
      */
     protected AttentionLayerBase(String type, Builder<?> b) {
-        super(b);
+        super(b, b.rnnDataFormat);
         this.type = type;
         this.nHeads = b.nHeads;
         this.nKvHeads = b.nKvHeads == 0 ? b.nHeads : b.nKvHeads;
         this.headSize = b.headSize;
         this.causal = b.causal;
-        this.rnnDataFormat = b.rnnDataFormat;
     }
 
     /**
@@ -90,11 +85,6 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
         return headSize > 0 ? headSize : (int) (nOut / nHeads);
     }
 
-    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
-    public RNNFormat dataFormat() {
-        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
-    }
-
     /**
      * Creates the layer implementation over the given parameter view.
      *
@@ -116,44 +106,6 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
      * @param dataType the network's data type
      */
     protected abstract Layer newImplementation(NeuralNetConfiguration conf, DataType dataType);
-
-    /**
-     * {@code recurrent(nOut, timeSeriesLength, rnnDataFormat)}.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public InputType getOutputType(int layerIndex, InputType inputType) {
-        InputType.InputTypeRecurrent r = requireRecurrent(inputType);
-        return InputType.recurrent(nOut, r.getTimeSeriesLength(), dataFormat());
-    }
-
-    /**
-     * Takes nIn and the data format from a recurrent input type where they are unset or {@code override}
-     * is true, as DL4J's recurrent layers do.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public void setNIn(InputType inputType, boolean override) {
-        InputType.InputTypeRecurrent r = requireRecurrent(inputType);
-        if (nIn <= 0 || override) {
-            this.nIn = r.getSize();
-        }
-        if (rnnDataFormat == null || override) {
-            this.rnnDataFormat = r.getFormat();
-        }
-    }
-
-    private InputType.InputTypeRecurrent requireRecurrent(InputType inputType) {
-        return AttentionSettings.requireRecurrent(who(), inputType);
-    }
-
-    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
-    @Override
-    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
-        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
-    }
 
     /**
      * Approximate: parameters and their updater state, plus per example the working memory of
@@ -233,16 +185,6 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
         this.causal = causal;
     }
 
-    /** Configured layout, NCW {@code [B, features, N]} or NWC {@code [B, N, features]}; null if unset. */
-    public RNNFormat getRnnDataFormat() {
-        return rnnDataFormat;
-    }
-
-    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
-    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
-        this.rnnDataFormat = rnnDataFormat;
-    }
-
     /**
      * Equal when the DL4J settings and the shared attention settings are equal and each side's
      * {@link #canEqual} accepts the other; a concrete class adds its own settings.
@@ -256,7 +198,7 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
             return false;
         }
         return other.canEqual(this) && super.equals(o) && nHeads == other.nHeads && nKvHeads == other.nKvHeads
-                && headSize == other.headSize && causal == other.causal && rnnDataFormat == other.rnnDataFormat;
+                && headSize == other.headSize && causal == other.causal && getRnnDataFormat() == other.getRnnDataFormat();
     }
 
     /** Whether {@code other} may equal this; a concrete class narrows it to its own type. */
@@ -268,7 +210,7 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, rnnDataFormat);
+        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, getRnnDataFormat());
     }
 
     /** The attention settings, for logs and messages. */
@@ -276,7 +218,7 @@ public abstract class AttentionLayerBase extends FeedForwardLayer {
     public String toString() {
         return type + "(name=" + layerName + ", nIn=" + nIn + ", nOut=" + nOut + ", nHeads=" + nHeads
                 + ", nKvHeads=" + nKvHeads + ", headSize=" + effectiveHeadSize() + ", causal=" + causal
-                + ownSettings() + ", rnnDataFormat=" + rnnDataFormat + ")";
+                + ownSettings() + ", rnnDataFormat=" + getRnnDataFormat() + ")";
     }
 
     /** The concrete class's settings for {@link #toString()}, each as {@code ", name=value"}. */

@@ -5,12 +5,10 @@ import java.util.Objects;
 
 import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.api.ParamInitializer;
-import org.deeplearning4j.nn.conf.InputPreProcessor;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.inputs.InputType;
 import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
-import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
 import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
 import org.deeplearning4j.nn.conf.memory.MemoryReport;
 import org.deeplearning4j.optimize.api.TrainingListener;
@@ -45,7 +43,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * <p>Serialises to JSON through DL4J's mechanism (class name as type id, bean properties {@code eps},
  * {@code rms}, {@code rnnDataFormat} besides DL4J's).
  */
-public class LayerNormLayer extends FeedForwardLayer {
+public class LayerNormLayer extends RecurrentFeedForwardLayer {
 
     /** The default epsilon added to the variance (or mean square) inside the square root. */
     public static final double DEFAULT_EPS = 1e-5;
@@ -54,21 +52,18 @@ public class LayerNormLayer extends FeedForwardLayer {
 
     private double eps = DEFAULT_EPS;
     private boolean rms;
-    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
-    private RNNFormat rnnDataFormat;
 
     /** For JSON deserialisation only; use {@link Builder}. */
     private LayerNormLayer() {
     }
 
     private LayerNormLayer(Builder b) {
-        super(b);
+        super(b, b.rnnDataFormat);
         if (nOut == 0) {
             this.nOut = nIn;
         }
         this.eps = b.eps;
         this.rms = b.rms;
-        this.rnnDataFormat = b.rnnDataFormat;
         initializeConstraints(b);
         validate(false);
     }
@@ -103,11 +98,6 @@ public class LayerNormLayer extends FeedForwardLayer {
         return nIn;
     }
 
-    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
-    public RNNFormat dataFormat() {
-        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
-    }
-
     /**
      * Creates a {@link LayerNormLayerImpl} over the given parameter view.
      *
@@ -122,45 +112,19 @@ public class LayerNormLayer extends FeedForwardLayer {
                 trainingListeners, layerIndex, layerParamsView, initializeParams);
     }
 
+    /** The width is one number: the input type sets nIn and nOut together. */
+    @Override
+    protected void takeWidth(long size, boolean override) {
+        if (nIn <= 0 || override) {
+            this.nIn = size;
+            this.nOut = size;
+        }
+    }
+
     /** The {@link LayerNormParamInitializer}. */
     @Override
     public ParamInitializer initializer() {
         return LayerNormParamInitializer.getInstance();
-    }
-
-    /**
-     * {@code recurrent(width, timeSeriesLength, rnnDataFormat)}.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public InputType getOutputType(int layerIndex, InputType inputType) {
-        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
-        return InputType.recurrent(nOut, r.getTimeSeriesLength(), dataFormat());
-    }
-
-    /**
-     * Takes the width (nIn and nOut) and the data format from a recurrent input type where they are unset or
-     * {@code override} is true, as DL4J's recurrent layers do.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public void setNIn(InputType inputType, boolean override) {
-        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
-        if (nIn <= 0 || override) {
-            this.nIn = r.getSize();
-            this.nOut = r.getSize();
-        }
-        if (rnnDataFormat == null || override) {
-            this.rnnDataFormat = r.getFormat();
-        }
-    }
-
-    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
-    @Override
-    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
-        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
     }
 
     /**
@@ -202,16 +166,6 @@ public class LayerNormLayer extends FeedForwardLayer {
         this.rms = rms;
     }
 
-    /** Configured layout, NCW {@code [B, features, N]} or NWC {@code [B, N, features]}; null if unset. */
-    public RNNFormat getRnnDataFormat() {
-        return rnnDataFormat;
-    }
-
-    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
-    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
-        this.rnnDataFormat = rnnDataFormat;
-    }
-
     /** Equal when the DL4J settings, {@code eps}, {@code rms} and the data format are equal. */
     @Override
     public boolean equals(Object o) {
@@ -219,7 +173,7 @@ public class LayerNormLayer extends FeedForwardLayer {
             return true;
         }
         return o instanceof LayerNormLayer other && other.canEqual(this) && super.equals(o)
-                && Double.compare(eps, other.eps) == 0 && rms == other.rms && rnnDataFormat == other.rnnDataFormat;
+                && Double.compare(eps, other.eps) == 0 && rms == other.rms && getRnnDataFormat() == other.getRnnDataFormat();
     }
 
     /** Only a LayerNormLayer may equal this one. */
@@ -231,14 +185,14 @@ public class LayerNormLayer extends FeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), eps, rms, rnnDataFormat);
+        return Objects.hash(super.hashCode(), eps, rms, getRnnDataFormat());
     }
 
     /** The settings, for logs and messages. */
     @Override
     public String toString() {
         return NAME + "(name=" + layerName + ", width=" + nIn + ", eps=" + eps + ", rms=" + rms
-                + ", rnnDataFormat=" + rnnDataFormat + ")";
+                + ", rnnDataFormat=" + getRnnDataFormat() + ")";
     }
 
     /**

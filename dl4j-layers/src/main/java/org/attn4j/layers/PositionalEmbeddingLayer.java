@@ -5,12 +5,10 @@ import java.util.Objects;
 
 import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.api.ParamInitializer;
-import org.deeplearning4j.nn.conf.InputPreProcessor;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.inputs.InputType;
 import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
-import org.deeplearning4j.nn.conf.layers.InputTypeUtil;
 import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
 import org.deeplearning4j.nn.conf.memory.MemoryReport;
 import org.deeplearning4j.optimize.api.TrainingListener;
@@ -46,7 +44,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * <p>Serialises to JSON through DL4J's mechanism (class name as type id, bean properties {@code maxLength},
  * {@code initStd}, {@code rnnDataFormat} besides DL4J's own).
  */
-public class PositionalEmbeddingLayer extends FeedForwardLayer {
+public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
 
     /** The standard deviation {@code P} is drawn with unless set. */
     public static final double DEFAULT_INIT_STD = 0.02;
@@ -55,15 +53,13 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
 
     private int maxLength;
     private double initStd = DEFAULT_INIT_STD;
-    /** Null until set or taken from the input type; {@link #dataFormat()} reads null as NCW. */
-    private RNNFormat rnnDataFormat;
 
     /** For JSON deserialisation only; use {@link Builder}. */
     private PositionalEmbeddingLayer() {
     }
 
     private PositionalEmbeddingLayer(Builder b) {
-        super(b);
+        super(b, b.rnnDataFormat);
         // the width is one number: either of nIn and nOut gives the other
         if (nOut == 0) {
             nOut = nIn;
@@ -72,7 +68,6 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
         }
         this.maxLength = b.maxLength;
         this.initStd = b.initStd;
-        this.rnnDataFormat = b.rnnDataFormat;
         initializeConstraints(b);
         validate(false);
     }
@@ -110,9 +105,15 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
         return nIn;
     }
 
-    /** The layout in use: the configured or input type's format, NCW if neither gave one. */
-    public RNNFormat dataFormat() {
-        return rnnDataFormat == null ? RNNFormat.NCW : rnnDataFormat;
+    /** The width is one number: nIn from the input type, and nOut with it where unset. */
+    @Override
+    protected void takeWidth(long size, boolean override) {
+        if (nIn <= 0 || override) {
+            this.nIn = size;
+        }
+        if (nOut <= 0 || override) {
+            this.nOut = this.nIn;
+        }
     }
 
     /**
@@ -133,43 +134,6 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
     @Override
     public ParamInitializer initializer() {
         return PositionalEmbeddingParamInitializer.getInstance();
-    }
-
-    /**
-     * {@code recurrent(width, timeSeriesLength, rnnDataFormat)}.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public InputType getOutputType(int layerIndex, InputType inputType) {
-        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
-        return InputType.recurrent(nOut > 0 ? nOut : r.getSize(), r.getTimeSeriesLength(), dataFormat());
-    }
-
-    /**
-     * Takes the width (nIn, and nOut if unset) and the data format from a recurrent input type where they are
-     * unset or {@code override} is true, as DL4J's recurrent layers do.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public void setNIn(InputType inputType, boolean override) {
-        InputType.InputTypeRecurrent r = AttentionSettings.requireRecurrent(who(), inputType);
-        if (nIn <= 0 || override) {
-            this.nIn = r.getSize();
-        }
-        if (nOut <= 0 || override) {
-            this.nOut = this.nIn;
-        }
-        if (rnnDataFormat == null || override) {
-            this.rnnDataFormat = r.getFormat();
-        }
-    }
-
-    /** The preprocessor DL4J's recurrent layers use for this input type (none for recurrent input). */
-    @Override
-    public InputPreProcessor getPreProcessorForInputType(InputType inputType) {
-        return InputTypeUtil.getPreprocessorForInputTypeRnnLayers(inputType, dataFormat(), getLayerName());
     }
 
     /**
@@ -212,16 +176,6 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
         this.initStd = initStd;
     }
 
-    /** Configured layout, NCW {@code [B, width, N]} or NWC {@code [B, N, width]}; null if unset. */
-    public RNNFormat getRnnDataFormat() {
-        return rnnDataFormat;
-    }
-
-    /** Sets the layout of input and output, null for NCW unless the input type says otherwise. */
-    public void setRnnDataFormat(RNNFormat rnnDataFormat) {
-        this.rnnDataFormat = rnnDataFormat;
-    }
-
     /** Equal when the DL4J settings, maxLength, initStd and the layout are equal. */
     @Override
     public boolean equals(Object o) {
@@ -230,7 +184,7 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
         }
         return o instanceof PositionalEmbeddingLayer other && other.canEqual(this) && super.equals(o)
                 && maxLength == other.maxLength && Double.compare(initStd, other.initStd) == 0
-                && rnnDataFormat == other.rnnDataFormat;
+                && getRnnDataFormat() == other.getRnnDataFormat();
     }
 
     /** Only a PositionalEmbeddingLayer may equal this one. */
@@ -242,14 +196,14 @@ public class PositionalEmbeddingLayer extends FeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), maxLength, initStd, rnnDataFormat);
+        return Objects.hash(super.hashCode(), maxLength, initStd, getRnnDataFormat());
     }
 
     /** The settings, for logs and messages. */
     @Override
     public String toString() {
         return NAME + "(name=" + layerName + ", width=" + nIn + ", maxLength=" + maxLength + ", initStd=" + initStd
-                + ", rnnDataFormat=" + rnnDataFormat + ")";
+                + ", rnnDataFormat=" + getRnnDataFormat() + ")";
     }
 
     /**
