@@ -43,6 +43,8 @@ final class FailureNotices {
     private final Set<Communicator> listeners = Collections.synchronizedSet(
             Collections.newSetFromMap(new WeakHashMap<>()));
     private final Set<Integer> told = Collections.synchronizedSet(new java.util.HashSet<>());
+    /** The first notice heard, so that a communicator created after it still fails (set before notifying). */
+    private volatile PeerFailedException heard;
 
     private FailureNotices(Transport transport) {
         this.transport = transport;
@@ -67,9 +69,17 @@ final class FailureNotices {
         return n;
     }
 
-    /** Fails {@code c}'s calls when a notice arrives (held weakly). */
+    /**
+     * Fails {@code c}'s calls when a notice arrives (held weakly), or at once if one has arrived already: a notice
+     * can come in while a worker is still creating its communicators, and those created after it must not wait
+     * for a peer that is gone.
+     */
     void register(Communicator c) {
         listeners.add(c);
+        PeerFailedException known = heard;
+        if (known != null) {
+            c.failedElsewhere(known);
+        }
     }
 
     private void listen(int peer) {
@@ -78,6 +88,9 @@ final class FailureNotices {
                 long[] v = notice.toLongVector();
                 PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1, "rank " + peer
                         + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out" : " failed"));
+                if (heard == null) {
+                    heard = failure;                   // before the snapshot: see register
+                }
                 List<Communicator> all;
                 synchronized (listeners) {
                     all = new ArrayList<>(listeners);
