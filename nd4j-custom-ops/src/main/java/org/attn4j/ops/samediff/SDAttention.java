@@ -1,0 +1,287 @@
+package org.attn4j.ops.samediff;
+
+import java.io.File;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.UUID;
+
+import org.attn4j.ops.SequenceParallelAttention;
+import org.attn4j.ops.linear.Decay;
+import org.nd4j.autodiff.functions.DifferentialFunction;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.autodiff.samediff.internal.SameDiffOp;
+
+/**
+ * attn4j attention as SameDiff functions: {@link #flash flash attention} (masks, GQA, scale), {@link #linear linear
+ * attention} (decay, fixed or learned, and state) and {@link #sequenceParallel one worker's sequence-parallel
+ * attention} (ring, WallFacer, ATTENTION2D, LASP, Ulysses). Each returns ordinary {@link SDVariable}s; gradients are
+ * exact (the ops' own backward passes, not SameDiff's autodiff through an {@code N x N} softmax) and neither pass
+ * builds an {@code N x N} array.
+ *
+ * <pre>{@code
+ * SDVariable o = SDAttention.flash(q, k, v).causal(true).build("attn");          // [B, H, N, D]
+ * SDVariable y = SDAttention.linear(q, k, v).causal(true).decay(Decay.of(0.99)).build("lin");
+ * SDVariable s = SDAttention.sequenceParallel(q, k, v, ringAttention).build("ring");
+ * }</pre>
+ *
+ * <p>Layout {@code [B, H, N, D]} as for the ops; k and v may have fewer heads than q (GQA). Save with
+ * {@code sd.save(file, true)}; load with {@link #load}, which registers the op names first (see
+ * {@link JavaBackedOp} for why SameDiff needs them) and restores every setting; a sequence-parallel graph also
+ * needs {@link #bind} to attach its algorithm, which holds a transport and is not saved.
+ */
+public final class SDAttention {
+
+    static {
+        registerOps();
+    }
+
+    private SDAttention() {
+    }
+
+    /** Makes the attn4j op names known to SameDiff; call before {@code SameDiff.load} if not using {@link #load}. */
+    public static void registerOps() {
+        JavaBackedOp.register(new FlashAttentionOp());
+        JavaBackedOp.register(new FlashAttentionGradOp());
+        JavaBackedOp.register(new LinearAttentionOp());
+        JavaBackedOp.register(new LinearAttentionGradOp());
+        JavaBackedOp.register(new SequenceParallelOp());
+        JavaBackedOp.register(new SequenceParallelGradOp());
+    }
+
+    /**
+     * {@code SameDiff.load} of a graph that may hold attn4j functions.
+     *
+     * @param loadUpdaterState whether to restore the updater state saved with the graph
+     */
+    public static SameDiff load(File file, boolean loadUpdaterState) throws IOException {
+        registerOps();
+        return SameDiff.load(file, loadUpdaterState);
+    }
+
+    /**
+     * Attaches {@code algorithm} to every sequence-parallel function of {@code sd} (all of them, in this process),
+     * for a graph loaded from a file or to use another transport.
+     *
+     * @return how many functions were bound
+     */
+    public static int bind(SameDiff sd, SequenceParallelAttention<?> algorithm) {
+        Objects.requireNonNull(algorithm, "algorithm");
+        int n = 0;
+        for (SameDiffOp op : sd.getOps().values()) {
+            DifferentialFunction f = op.getOp();
+            if (f instanceof SequenceParallelOp sp) {
+                SequenceParallelOp.bind(sp.key(), algorithm);
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /** A flash attention function of {@code q [B, H, Nq, D]}, {@code k, v [B, Hkv, Nk, D]}. */
+    public static Flash flash(SDVariable q, SDVariable k, SDVariable v) {
+        return new Flash(q, k, v);
+    }
+
+    /** A linear attention function of {@code q [B, H, N, D]}, {@code k, v [B, Hkv, N, D]}. */
+    public static Linear linear(SDVariable q, SDVariable k, SDVariable v) {
+        return new Linear(q, k, v);
+    }
+
+    /**
+     * One worker's part of a sequence-parallel attention: {@code q, k, v} are this worker's shards, the result its
+     * rows of O. Every worker of the algorithm's group builds the same graph and runs it in step.
+     */
+    public static SequenceParallel sequenceParallel(SDVariable q, SDVariable k, SDVariable v,
+                                                    SequenceParallelAttention<?> algorithm) {
+        return new SequenceParallel(q, k, v, algorithm);
+    }
+
+    /** Settings of a flash attention function; {@link #build} adds it to the graph. */
+    public static final class Flash {
+        private final SDVariable q;
+        private final SDVariable k;
+        private final SDVariable v;
+        private boolean causal;
+        private int window;
+        private SDVariable keyPadding;
+        private double scale;
+
+        private Flash(SDVariable q, SDVariable k, SDVariable v) {
+            this.q = requireSameGraph("flash", q, k, v);
+            this.k = k;
+            this.v = v;
+        }
+
+        /** Query i sees only keys j <= i. */
+        public Flash causal(boolean causal) {
+            this.causal = causal;
+            return this;
+        }
+
+        /** Sliding window of width {@code window} (0 = none): causal {@code i - j < W}, else {@code |i - j| < W}. */
+        public Flash window(int window) {
+            if (window < 0) {
+                throw new IllegalArgumentException("SDAttention.flash: window must be >= 0 (0 = none), got " + window);
+            }
+            this.window = window;
+            return this;
+        }
+
+        /** Key padding {@code [B, Nk]}: non-zero marks a real key, zero a padded one (not differentiated). */
+        public Flash keyPadding(SDVariable keyPadding) {
+            this.keyPadding = keyPadding;
+            return this;
+        }
+
+        /** Score scale; default {@code 1/sqrt(D)}. */
+        public Flash scale(double scale) {
+            if (!(scale > 0) || Double.isInfinite(scale)) {
+                throw new IllegalArgumentException("SDAttention.flash: scale must be finite and > 0, got " + scale);
+            }
+            this.scale = scale;
+            return this;
+        }
+
+        /** Adds the function; returns O {@code [B, H, Nq, D]} named {@code name}. */
+        public SDVariable build(String name) {
+            return buildWithLse(name)[0];
+        }
+
+        /** Adds the function; returns O and the softmax log-sum-exp {@code [B, H, Nq]} ({@code name + "_lse"}). */
+        public SDVariable[] buildWithLse(String name) {
+            List<SDVariable> in = new ArrayList<>(List.of(q, k, v));
+            if (keyPadding != null) {
+                in.add(keyPadding);
+            }
+            SDVariable[] out = new FlashAttentionOp(q.getSameDiff(), in.toArray(new SDVariable[0]), causal, window,
+                    scale).outputVariables();
+            return named(name, out, "_lse");
+        }
+    }
+
+    /** Settings of a linear attention function; {@link #build} adds it to the graph. */
+    public static final class Linear {
+        private final SDVariable q;
+        private final SDVariable k;
+        private final SDVariable v;
+        private boolean causal;
+        private Decay fixedDecay = Decay.none();
+        private SDVariable decay;
+        private SDVariable kvIn;
+
+        private Linear(SDVariable q, SDVariable k, SDVariable v) {
+            this.q = requireSameGraph("linear", q, k, v);
+            this.k = k;
+            this.v = v;
+        }
+
+        /** Position s sees only positions {@code <= s} (needed for any decay). */
+        public Linear causal(boolean causal) {
+            this.causal = causal;
+            return this;
+        }
+
+        /** A fixed decay {@code lambda} (one value, or one per query head); default none ({@code lambda = 1}). */
+        public Linear decay(Decay decay) {
+            this.fixedDecay = Objects.requireNonNull(decay, "decay");
+            this.decay = null;
+            return this;
+        }
+
+        /**
+         * A decay taken from the graph, {@code [H]} or {@code [1]} with values in {@code (0, 1]}, and differentiated:
+         * e.g. {@code sd.nn.sigmoid(theta)} for a learned decay.
+         */
+        public Linear decay(SDVariable lambda) {
+            this.decay = Objects.requireNonNull(lambda, "lambda");
+            return this;
+        }
+
+        /** The state entering the sequence, {@code [B, H, D, D]} (from an earlier segment's final state). */
+        public Linear kvIn(SDVariable kvIn) {
+            this.kvIn = kvIn;
+            return this;
+        }
+
+        /** Adds the function; returns O {@code [B, H, N, D]} named {@code name}. */
+        public SDVariable build(String name) {
+            return buildWithState(name)[0];
+        }
+
+        /** Adds the function; returns O and the final state {@code [B, H, D, D]} ({@code name + "_kv"}). */
+        public SDVariable[] buildWithState(String name) {
+            if (!causal && (decay != null || !fixedDecay.isNone())) {
+                throw new IllegalArgumentException("SDAttention.linear: a decay needs causal attention; the "
+                        + "non-causal form O = Q (K^T V) has no order to decay along");
+            }
+            List<SDVariable> in = new ArrayList<>(List.of(q, k, v));
+            if (kvIn != null) {
+                in.add(kvIn);
+            }
+            if (decay != null) {
+                in.add(decay);
+            }
+            double[] fixed = decay == null && !fixedDecay.isNone() ? fixedDecay.values() : new double[0];
+            SDVariable[] out = new LinearAttentionOp(q.getSameDiff(), in.toArray(new SDVariable[0]), causal,
+                    kvIn != null, decay != null, fixed).outputVariables();
+            return named(name, out, "_kv");
+        }
+    }
+
+    /** Settings of a sequence-parallel attention function; {@link #build} adds it to the graph. */
+    public static final class SequenceParallel {
+        private final SDVariable q;
+        private final SDVariable k;
+        private final SDVariable v;
+        private final SequenceParallelAttention<?> algorithm;
+        private double scale;
+
+        private SequenceParallel(SDVariable q, SDVariable k, SDVariable v, SequenceParallelAttention<?> algorithm) {
+            this.q = requireSameGraph("sequenceParallel", q, k, v);
+            this.k = k;
+            this.v = v;
+            this.algorithm = Objects.requireNonNull(algorithm, "algorithm");
+        }
+
+        /** Score scale; default {@code 1/sqrt(D)} for softmax attention and 1 for linear attention (LASP). */
+        public SequenceParallel scale(double scale) {
+            if (!(scale > 0) || Double.isInfinite(scale)) {
+                throw new IllegalArgumentException("SDAttention.sequenceParallel: scale must be finite and > 0, got "
+                        + scale);
+            }
+            this.scale = scale;
+            return this;
+        }
+
+        /** Adds the function; returns this worker's rows of O named {@code name}. */
+        public SDVariable build(String name) {
+            String key = "attn4j-sp-" + UUID.randomUUID();
+            SequenceParallelOp.bind(key, algorithm);
+            SDVariable out = new SequenceParallelOp(q.getSameDiff(), new SDVariable[] {q, k, v}, key, scale)
+                    .outputVariable();
+            return name == null ? out : out.rename(name);
+        }
+    }
+
+    private static SDVariable requireSameGraph(String fn, SDVariable q, SDVariable k, SDVariable v) {
+        Objects.requireNonNull(q, "q");
+        Objects.requireNonNull(k, "k");
+        Objects.requireNonNull(v, "v");
+        if (k.getSameDiff() != q.getSameDiff() || v.getSameDiff() != q.getSameDiff()) {
+            throw new IllegalArgumentException("SDAttention." + fn + ": q, k and v must belong to the same SameDiff "
+                    + "graph");
+        }
+        return q;
+    }
+
+    private static SDVariable[] named(String name, SDVariable[] out, String secondSuffix) {
+        if (name != null) {
+            out[0] = out[0].rename(name);
+            out[1] = out[1].rename(name + secondSuffix);
+        }
+        return out;
+    }
+}
