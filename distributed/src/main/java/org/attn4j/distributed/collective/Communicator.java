@@ -35,7 +35,8 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * for any group size including 2 and 1. A failure is never a hang: the transport fails a receive from a silent
  * or dead peer within its timeout, and the call fails with a {@link CollectiveException} naming the
  * collective, the group and the peer. The rank that notices tells every other rank ({@code FailureNotices}), so
- * their calls fail at once too, naming the same rank rather than a neighbour that stopped forwarding. After a failed
+ * their calls fail at once too, naming the same rank rather than a neighbour that stopped forwarding; so do the
+ * calls of its own other communicators (on the same transport), which no notice reaches. After a failed
  * call the members may disagree on where they are, so the communicator refuses further calls.
  *
  * <p>Comm volume: every byte goes through the transport's
@@ -403,8 +404,9 @@ public final class Communicator {
             inFlight.incrementAndGet();
             call = calls++;
         }
-        Exchange<T> ex = new Exchange<>(transport, group, channel, call, executor, bytesSent, notices::tell,
-                name + " call " + call + " (channel " + channel + ") on " + group);
+        String description = name + " call " + call + " (channel " + channel + ") on " + group;
+        Exchange<T> ex = new Exchange<>(transport, group, channel, call, executor, bytesSent,
+                cause -> notices.tell(cause, this, description), description);
         live.add(ex);
         if (failure instanceof PeerFailedException notice) {
             ex.failQuietly(notice);                      // a notice that came in while this call was starting
@@ -426,11 +428,19 @@ public final class Communicator {
         return new CollectiveHandle<>(ex.description(), result, ex.bytesSent()::sum);
     }
 
-    /** Another rank reported a failed rank: fail every call in flight, and refuse later ones. */
+    /**
+     * Another rank reported a failed rank, or another communicator of this rank found one: fail every call in
+     * flight, and refuse later ones.
+     */
     void failedElsewhere(PeerFailedException notice) {
         if (failure == null) {
             failure = notice;
         }
+        failCalls(notice);
+    }
+
+    /** Fails every call in flight with {@code notice}, without telling anyone. */
+    void failCalls(PeerFailedException notice) {
         for (Exchange<?> ex : live) {
             ex.failQuietly(notice);
         }

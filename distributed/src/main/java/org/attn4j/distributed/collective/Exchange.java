@@ -159,14 +159,15 @@ final class Exchange<T> {
         return result;
     }
 
-    /**
-     * Fails the call with the first failure, the message prefixed with what this call was. A transport failure
-     * naming a member is first passed to {@code notify} (which tells the other members) and the call fails once
-     * that is done, so a worker that exits on the exception has already spread the news.
-     */
     /** How long a call that lost a member to a clean close waits for a notice naming the real failure. */
     private static final long LEFT_GRACE_MS = 1000;
 
+    /**
+     * Fails the call with the first failure, the message prefixed with what this call was. A transport failure
+     * naming a member is first passed to {@code notify} (which tells the other members and fails this rank's
+     * other calls) and the call fails once that is done, so a worker that exits on the exception has already
+     * spread the news.
+     */
     void fail(Throwable e) {
         Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
         if (result.isDone() || !failing.compareAndSet(false, true)) {

@@ -25,6 +25,12 @@ import org.nd4j.linalg.factory.Nd4j;
  * receive posted per peer for such notices: on hearing one, all its communicators fail their calls at once,
  * naming {@code X}. The job cannot go on without {@code X} anyway.
  *
+ * <p>The rank that noticed hears no notice (it sends none to itself), so once its notices are handed to the
+ * transport it fails its own other communicators' calls the same way. Without that, a rank with several
+ * communicators (the row, column and world of ATTENTION2D) that noticed on one while blocked on another would
+ * wait there for a live member that has already given up on hearing its notice, and fail only at its own
+ * transport timeout, naming that member instead of {@code X}.
+ *
  * <pre>
  *   notice: LONG [2] = {failed rank, 0 = failed | 1 = timed out}, tag {@link CollectiveTags#NOTICE_TAG}
  * </pre>
@@ -88,14 +94,7 @@ final class FailureNotices {
                 long[] v = notice.toLongVector();
                 PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1, "rank " + peer
                         + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out" : " failed"));
-                if (heard == null) {
-                    heard = failure;                   // before the snapshot: see register
-                }
-                List<Communicator> all;
-                synchronized (listeners) {
-                    all = new ArrayList<>(listeners);
-                }
-                all.forEach(c -> c.failedElsewhere(failure));
+                failAll(failure, null);
             } else if (unwrap(e) instanceof PeerTimeoutException) {
                 listen(peer);
             } else if (unwrap(e) instanceof TransportClosedException) {
@@ -108,11 +107,18 @@ final class FailureNotices {
 
     /**
      * If {@code failure} is a transport failure naming a peer, tells every other rank, once per failed peer (the
-     * failed one too: a rank that only timed out is alive, and should stop waiting as well).
+     * failed one too: a rank that only timed out is alive, and should stop waiting as well); then fails the calls
+     * of this rank's communicators as a notice would, so that none of them waits on a member that gave up on
+     * hearing this rank's notice. {@code origin}'s other calls in flight fail too, but {@code origin} keeps its
+     * own failure (it refuses later calls as after any failed call).
      *
-     * @return completes when the notices are handed to the transport (or could not be)
+     * @param failure what failed the call
+     * @param origin  the communicator of the call that failed
+     * @param call    that call, e.g. {@code "allGather call 3 (channel 1) on group [0, 2] (rank 0 at index 0)"}
+     * @return completes when the notices are handed to the transport (or could not be) and this rank's other
+     *         calls have been failed
      */
-    CompletableFuture<Void> tell(Throwable failure) {
+    CompletableFuture<Void> tell(Throwable failure, Communicator origin, String call) {
         Throwable cause = unwrap(failure);
         int failed;
         long kind;
@@ -135,7 +141,33 @@ final class FailureNotices {
                 sent.add(transport.send(peer, CollectiveTags.NOTICE_TAG, notice).exceptionally(e -> null));
             }
         }
-        return CompletableFuture.allOf(sent.toArray(new CompletableFuture<?>[0]));
+        // After the sends, as for the failing call itself: a worker that exits on the exception has spread the news.
+        PeerFailedException here = new PeerFailedException(transport.rank(), failed, -1, "this rank's " + call
+                + (kind == TIMED_OUT ? " timed out waiting for rank " : " saw the failure of rank ") + failed);
+        return CompletableFuture.allOf(sent.toArray(new CompletableFuture<?>[0]))
+                .thenRun(() -> failAll(here, origin));
+    }
+
+    /**
+     * Fails every call of this rank's communicators with {@code failure} (a notice, or this rank's own finding),
+     * remembering the first for communicators created later; {@code origin} (null for a notice) only has its
+     * calls in flight failed.
+     */
+    private void failAll(PeerFailedException failure, Communicator origin) {
+        if (heard == null) {
+            heard = failure;                           // before the snapshot: see register
+        }
+        List<Communicator> all;
+        synchronized (listeners) {
+            all = new ArrayList<>(listeners);
+        }
+        for (Communicator c : all) {
+            if (c == origin) {
+                c.failCalls(failure);
+            } else {
+                c.failedElsewhere(failure);
+            }
+        }
     }
 
     private static Throwable unwrap(Throwable e) {

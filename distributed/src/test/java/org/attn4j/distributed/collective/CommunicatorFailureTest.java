@@ -16,6 +16,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 
 /** Misuse and failures: clear messages, no hang. */
@@ -73,6 +74,32 @@ class CommunicatorFailureTest {
             assertTrue(e.getMessage().contains("allGather call 1") && e.getMessage().contains("rank 2"),
                     e.getMessage());
         }
+    }
+
+    @Test
+    void aRankThatNoticesFailsItsOtherCommunicatorsToo() {
+        // Rank 0 waits on live rank 1 in one communicator when its call in another finds rank 2 dead. No notice
+        // comes back to rank 0 (rank 1 would give up on hearing rank 0's), so rank 0 must fail that wait itself,
+        // naming rank 2, not after its own 20 s timeout naming rank 1. As in ATTENTION2D-O's row and column rings.
+        Transport[] t = transports(3, Duration.ofSeconds(20));
+        Communicator withLive = Communicator.of(t[0], Group.of(t[0], 0, 1), 1);
+        Communicator withDead = Communicator.of(t[0], Group.of(t[0], 0, 2), 2);
+        CollectiveHandle<INDArray> waiting = withLive.sendRecvAsync(Communicator.NONE, null, 1);
+        ((InJvmTransport) t[2]).kill();
+        long start = System.nanoTime();
+        CollectiveException direct = assertThrows(CollectiveException.class, withDead::barrier);
+        assertEquals(2, assertInstanceOf(PeerFailedException.class, direct.getCause()).peer());
+        CollectiveException e = assertThrows(CollectiveException.class, waiting::join);
+        long tookMs = (System.nanoTime() - start) / 1_000_000;
+        assertEquals(2, assertInstanceOf(PeerFailedException.class, e.getCause()).peer(), e.getMessage());
+        assertTrue(e.getMessage().contains("sendRecv call 0") && e.getMessage().contains("rank 2"), e.getMessage());
+        assertTrue(tookMs < 5000, "the wait on rank 1 failed after " + tookMs + " ms, expected well under the "
+                + "20000 ms transport timeout");
+        // The communicator that noticed refuses further calls as after any failed call; the other fails them
+        // naming rank 2, as after a notice.
+        assertThrows(IllegalStateException.class, withDead::barrier);
+        CollectiveException later = assertThrows(CollectiveException.class, withLive::barrier);
+        assertEquals(2, assertInstanceOf(PeerFailedException.class, later.getCause()).peer(), later.getMessage());
     }
 
     @Test
