@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.transport.InJvmTransport;
@@ -56,10 +57,16 @@ class CommunicatorFailureTest {
         // Ring of 4, rank 2 dies in the middle of an all-gather. Only rank 3 waits on rank 2; ranks 0 and 1 wait on
         // live neighbours and hear of it from rank 3's notice (their transports would wait 60 s).
         Transport[] t = Ranks.inJvm(4, Duration.ofSeconds(60));
+        // Rank 2 dies only once every rank has left the barrier. Its own barrier can return while another rank's
+        // has received everything but not yet completed (the last step runs on the communicator's executor); a
+        // notice of the death arriving then fails that rank's barrier call, not the all-gather this test is about.
+        CountDownLatch leftBarrier = new CountDownLatch(t.length);
         java.util.List<Throwable> failures = Ranks.run(t, tr -> {
             Communicator c = Communicator.world(tr);
             c.barrier();
+            leftBarrier.countDown();
             if (tr.rank() == 2) {
+                awaitOrFail(leftBarrier, "every rank to leave the barrier");
                 ((InJvmTransport) tr).kill();
                 return null;
             }
@@ -73,6 +80,15 @@ class CommunicatorFailureTest {
             assertEquals(2, cause.peer(), "rank " + r + ": " + e.getMessage());
             assertTrue(e.getMessage().contains("allGather call 1") && e.getMessage().contains("rank 2"),
                     e.getMessage());
+        }
+    }
+
+    private static void awaitOrFail(CountDownLatch latch, String what) {
+        try {
+            assertTrue(latch.await(10, TimeUnit.SECONDS), "timed out waiting for " + what);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError("interrupted waiting for " + what, e);
         }
     }
 
