@@ -35,6 +35,7 @@ import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.attn4j.ops.samediff.SDAttention;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
@@ -47,6 +48,9 @@ import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.util.ModelSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.autodiff.samediff.TrainingConfig;
 import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -186,6 +190,36 @@ class GuideSnippetsTest {
             pool.shutdownNow();
             transports.forEach(Transport::close);
         }
+    }
+
+    @Test
+    void sameDiff() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        Nd4j.getRandom().setSeed(5);
+        INDArray features = Nd4j.randn(DataType.FLOAT, 2, 64, 32);
+        INDArray labels = features.mul(0.5);
+        File file = new File(tmp, "attention.fb");
+        // snippet: samediff
+        SameDiff sd = SameDiff.create();
+        SDVariable x = sd.placeHolder("x", DataType.FLOAT, 2, 64, 32);         // [B, N, C]: 4 heads of 8
+        SDVariable y = sd.placeHolder("y", DataType.FLOAT, 2, 64, 32);
+        SDVariable[] qkv = new SDVariable[3];
+        for (int i = 0; i < 3; i++) {
+            SDVariable w = sd.var("w" + i, Nd4j.randn(DataType.FLOAT, 32, 32).muli(0.2));
+            qkv[i] = x.reshape(-1, 32).mmul(w).reshape(2, 64, 4, 8).permute(0, 2, 1, 3);   // [B, H, N, D]
+        }
+        SDVariable o = SDAttention.flash(qkv[0], qkv[1], qkv[2]).causal(true).build("attn");
+        SDVariable out = o.permute(0, 2, 1, 3).reshape(2, 64, 32);
+        sd.loss.meanSquaredError("loss", y, out, null);
+        sd.setTrainingConfig(TrainingConfig.builder().updater(new Adam(1e-2))
+                .dataSetFeatureMapping("x").dataSetLabelMapping("y").build());
+        sd.fit(new DataSet(features, labels));                 // exact gradients, no N x N array
+
+        sd.save(file, true);                                   // graph, weights, settings, updater state
+        SameDiff restored = SDAttention.load(file, true);      // registers the attn4j ops, then SameDiff.load
+        // end snippet
+        Map<String, INDArray> in = Map.of("x", features);
+        assertEquals(sd.output(in, "attn").get("attn"), restored.output(in, "attn").get("attn"));
     }
 
     private static MultiLayerNetwork smallNet() {
