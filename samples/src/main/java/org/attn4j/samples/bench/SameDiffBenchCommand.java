@@ -168,6 +168,15 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
                         (r.peakBytes() - r.baselineBytes()) / 1e6));
             }
         }
+        int longest = lengths.stream().mapToInt(Integer::intValue).max().orElse(0);
+        for (Row r : rows) {
+            if (r.n() == longest && r.failure() == null && !r.kind().equals("stock")) {
+                double nxn = 4.0 * longest * longest / 1e6;
+                b.append(String.format(Locale.ROOT, "%nAt N = %d, %s's whole process peaks at %.0f MB, %s the %.0f MB "
+                        + "of a single N x N float32 array.%n", longest, r.kind(), r.peakBytes() / 1e6,
+                        r.peakBytes() / 1e6 < nxn ? "below" : "NOT below", nxn));
+            }
+        }
         return b.toString();
     }
 }
