@@ -48,25 +48,29 @@ final class SameDiffBlocks {
         return in.mmul(p.get(w)).add(p.get(bias));
     }
 
+    /** The layer's q, k, v projections of {@code x [B, nIn, N]}, as heads {@code [B, H or Hkv, N, hs]}. */
+    static SDVariable[] projections(SDVariable x, AttentionLayerBase c, long b, long n, Map<String, SDVariable> p) {
+        int hs = c.effectiveHeadSize();
+        SDVariable r = rows(x, c.getNIn());
+        return new SDVariable[] {heads(affine(r, p, "Wq", "bq"), b, n, c.getNHeads(), hs),
+            heads(affine(r, p, "Wk", "bk"), b, n, c.getNKvHeads(), hs),
+            heads(affine(r, p, "Wv", "bv"), b, n, c.getNKvHeads(), hs)};
+    }
+
     /**
      * {@link FlashAttentionLayer} (identity activation): {@code [B, nIn, N]} to {@code [B, nOut, N]}; with a
      * per-step mask {@code [B, N]} (1 = real) the padded keys are hidden and padded steps output 0.
      */
     static SDVariable flash(SameDiff sd, SDVariable x, SDVariable mask, FlashAttentionLayer c, long b, long n,
                             Map<String, SDVariable> p) {
-        int h = c.getNHeads();
-        int hkv = c.getNKvHeads();
-        int hs = c.effectiveHeadSize();
-        SDVariable r = rows(x, c.getNIn());
-        SDVariable q = heads(affine(r, p, "Wq", "bq"), b, n, h, hs);
-        SDVariable k = heads(affine(r, p, "Wk", "bk"), b, n, hkv, hs);
-        SDVariable v = heads(affine(r, p, "Wv", "bv"), b, n, hkv, hs);
-        SDAttention.Flash f = SDAttention.flash(q, k, v).causal(c.isCausal()).window(c.getSlidingWindow())
-                .scale(c.effectiveScale());
+        SDVariable[] qkv = projections(x, c, b, n, p);
+        long width = (long) c.getNHeads() * c.effectiveHeadSize();
+        SDAttention.Flash f = SDAttention.flash(qkv[0], qkv[1], qkv[2]).causal(c.isCausal())
+                .window(c.getSlidingWindow()).scale(c.effectiveScale());
         if (mask != null) {
             f.keyPadding(mask);
         }
-        SDVariable z = affine(merge(f.build(null), b, n, (long) h * hs), p, "Wo", "bo");
+        SDVariable z = affine(merge(f.build(null), b, n, width), p, "Wo", "bo");
         if (mask != null) {
             z = z.mul(mask.reshape(b * n, 1));
         }
@@ -79,16 +83,11 @@ final class SameDiffBlocks {
      */
     static SDVariable linear(SameDiff sd, SDVariable x, LinearAttentionLayer c, long b, long n,
                              Map<String, SDVariable> p) {
-        int h = c.getNHeads();
-        int hkv = c.getNKvHeads();
-        int hs = c.effectiveHeadSize();
-        SDVariable r = rows(x, c.getNIn());
-        SDVariable q = heads(affine(r, p, "Wq", "bq"), b, n, h, hs);
-        SDVariable k = heads(affine(r, p, "Wk", "bk"), b, n, hkv, hs);
-        SDVariable v = heads(affine(r, p, "Wv", "bv"), b, n, hkv, hs);
-        SDVariable lambda = sd.nn.sigmoid(p.get("theta")).reshape(h);
-        SDVariable merged = merge(SDAttention.linear(q, k, v).causal(true).decay(lambda).build(null), b, n,
-                (long) h * hs);
+        SDVariable[] qkv = projections(x, c, b, n, p);
+        long width = (long) c.getNHeads() * c.effectiveHeadSize();
+        SDVariable lambda = sd.nn.sigmoid(p.get("theta")).reshape(c.getNHeads());
+        SDVariable attended = SDAttention.linear(qkv[0], qkv[1], qkv[2]).causal(true).decay(lambda).build(null);
+        SDVariable merged = merge(attended, b, n, width);
         SDVariable invRms = sd.math.pow(merged.mul(merged).mean(true, 1).add(LinearAttentionLayer.NORM_EPS), -0.5);
         SDVariable gained = merged.mul(invRms).mul(p.get("g"));
         return ncw(affine(gained, p, "Wo", "bo"), b, n, c.getNOut());

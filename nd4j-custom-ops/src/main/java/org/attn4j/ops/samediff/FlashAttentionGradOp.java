@@ -44,12 +44,12 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
         FlashAttentionOp.requireInputs(in, 7, 8);
-        return List.of(shapeOf(in[0], in[0].shape()), shapeOf(in[1], in[1].shape()), shapeOf(in[2], in[2].shape()));
+        return shapesOf(in, 3);
     }
 
     @Override
     protected List<DataType> outputTypes(List<DataType> in) {
-        return List.of(in.get(0), in.get(1), in.get(2));
+        return in.subList(0, 3);
     }
 
     @Override
@@ -64,8 +64,4 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
         out[2].assign(g.dv());
     }
 
-    @Override
-    public List<SDVariable> doDiff(List<SDVariable> grads) {
-        throw new UnsupportedOperationException(NAME + ": second derivatives of flash attention are not implemented");
-    }
 }

@@ -166,6 +166,26 @@ public abstract class JavaBackedOp extends DynamicCustomOp {
         return g != null ? g : sameDiff.zerosLike(outputVariables()[i]);
     }
 
+    /**
+     * No gradient: the gradient ops ({@code *GradOp}) are not differentiated again. The forward ops override this.
+     *
+     * @throws UnsupportedOperationException naming the op
+     */
+    @Override
+    public List<SDVariable> doDiff(List<SDVariable> grads) {
+        throw new UnsupportedOperationException(opName() + ": second derivatives are not available; attn4j's "
+                + "SameDiff functions differentiate once");
+    }
+
+    /** The shapes and types of the first {@code count} inputs, as output shapes (a gradient op's dQ, dK, dV ...). */
+    protected static List<LongShapeDescriptor> shapesOf(INDArray[] in, int count) {
+        List<LongShapeDescriptor> out = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            out.add(shapeOf(in[i], in[i].shape()));
+        }
+        return out;
+    }
+
     /** Shape descriptor in the type of {@code like}. */
     protected static LongShapeDescriptor shapeOf(INDArray like, long... shape) {
         return LongShapeDescriptor.fromShape(shape, like.dataType());

@@ -50,11 +50,7 @@ public final class LinearAttentionGradOp extends JavaBackedOp {
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
         LinearAttentionOp.Settings s = settings();
         FlashAttentionOp.requireInputs(in, s.inputs() + 2, s.inputs() + 2);
-        List<LongShapeDescriptor> out = new ArrayList<>();
-        for (int i = 0; i < s.inputs(); i++) {
-            out.add(shapeOf(in[i], in[i].shape()));
-        }
-        return out;
+        return shapesOf(in, s.inputs());
     }
 
     @Override
@@ -88,8 +84,4 @@ public final class LinearAttentionGradOp extends JavaBackedOp {
         }
     }
 
-    @Override
-    public List<SDVariable> doDiff(List<SDVariable> grads) {
-        throw new UnsupportedOperationException(NAME + ": second derivatives of linear attention are not implemented");
-    }
 }

@@ -138,10 +138,7 @@ public final class SDAttention {
 
         /** Score scale; default {@code 1/sqrt(D)}. */
         public Flash scale(double scale) {
-            if (!(scale > 0) || Double.isInfinite(scale)) {
-                throw new IllegalArgumentException("SDAttention.flash: scale must be finite and > 0, got " + scale);
-            }
-            this.scale = scale;
+            this.scale = checkScale("flash", scale);
             return this;
         }
 
@@ -248,11 +245,7 @@ public final class SDAttention {
 
         /** Score scale; default {@code 1/sqrt(D)} for softmax attention and 1 for linear attention (LASP). */
         public SequenceParallel scale(double scale) {
-            if (!(scale > 0) || Double.isInfinite(scale)) {
-                throw new IllegalArgumentException("SDAttention.sequenceParallel: scale must be finite and > 0, got "
-                        + scale);
-            }
-            this.scale = scale;
+            this.scale = checkScale("sequenceParallel", scale);
             return this;
         }
 
@@ -264,6 +257,13 @@ public final class SDAttention {
                     .outputVariable();
             return name == null ? out : out.rename(name);
         }
+    }
+
+    private static double checkScale(String fn, double scale) {
+        if (!(scale > 0) || Double.isInfinite(scale)) {
+            throw new IllegalArgumentException("SDAttention." + fn + ": scale must be finite and > 0, got " + scale);
+        }
+        return scale;
     }
 
     private static SDVariable requireSameGraph(String fn, SDVariable q, SDVariable k, SDVariable v) {

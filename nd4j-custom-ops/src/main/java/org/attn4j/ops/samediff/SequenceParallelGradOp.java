@@ -40,12 +40,12 @@ public final class SequenceParallelGradOp extends JavaBackedOp {
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
         FlashAttentionOp.requireInputs(in, 5, 5);
-        return List.of(shapeOf(in[0], in[0].shape()), shapeOf(in[1], in[1].shape()), shapeOf(in[2], in[2].shape()));
+        return shapesOf(in, 3);
     }
 
     @Override
     protected List<DataType> outputTypes(List<DataType> in) {
-        return List.of(in.get(0), in.get(1), in.get(2));
+        return in.subList(0, 3);
     }
 
     @Override
@@ -57,9 +57,4 @@ public final class SequenceParallelGradOp extends JavaBackedOp {
         out[2].assign(g.dv());
     }
 
-    @Override
-    public List<SDVariable> doDiff(List<SDVariable> grads) {
-        throw new UnsupportedOperationException(NAME + ": second derivatives of sequence-parallel attention are not "
-                + "implemented");
-    }
 }

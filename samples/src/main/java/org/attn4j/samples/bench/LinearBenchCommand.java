@@ -73,6 +73,12 @@ public final class LinearBenchCommand implements Callable<Integer> {
                     + "(default: ${DEFAULT-VALUE}).")
     int repeats;
 
+    @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "1",
+            description = "Up to N = 65536, repeat a configuration until its timed runs fill about S seconds (at "
+                    + "most " + MAX_RUNS + " runs), so short runs get enough samples for a stable median (default: "
+                    + "${DEFAULT-VALUE}).")
+    double minSeconds;
+
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
             description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
     Path out;
@@ -87,6 +93,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             .policyLearning(LearningPolicy.FIRST_LOOP).policyAllocation(AllocationPolicy.OVERALLOCATE)
             .overallocationLimit(0.1).policySpill(SpillPolicy.REALLOCATE).build();
     private static final int REPEAT_MAX_N = 65536;
+    private static final int MAX_RUNS = 101;
     /** The flat-time target is judged from here up (the issue: "from 4K to 1M"). */
     private static final int FLAT_FROM_N = 4096;
 
@@ -103,6 +110,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        if (!(minSeconds >= 0) || Double.isInfinite(minSeconds)) {
+            throw new UserInputException("--min-seconds must be finite and >= 0, got " + minSeconds);
+        }
         if (minN < 1 || maxN < minN || repeats < 1) {
             throw new UserInputException("need 1 <= --min-n <= --max-n and --repeats >= 1, got " + minN + ", "
                     + maxN + ", " + repeats);
@@ -179,14 +189,21 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private Row measure(int n, String impl, String pass, INDArray[] in) {
         int runs = n <= REPEAT_MAX_N ? repeats : Math.min(repeats, 3);
-        double[] ms = new double[runs];
         try {
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
             // Back-to-back calls after one untimed call, as a training loop makes them: a GC and a pause
             // before every call would add a cold start (parked threads, cold caches) of a few ms to each,
             // which swamps the small N.
+            long first = System.nanoTime();
             runOnce(impl, pass, in);
+            double firstMs = (System.nanoTime() - first) / 1e6;
+            if (n <= REPEAT_MAX_N) {
+                // A 5 ms call timed 5 times is at the mercy of one scheduling hiccup on a shared 2-core machine.
+                runs = (int) Math.min(MAX_RUNS, Math.max(runs, Math.ceil(minSeconds * 1000 / Math.max(firstMs,
+                        1e-3))));
+            }
+            double[] ms = new double[runs];
             for (int r = 0; r < runs; r++) {
                 long t0 = System.nanoTime();
                 runOnce(impl, pass, in);
@@ -321,11 +338,12 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
-                + "chunk %d. Time: median of %d back-to-back runs after one untimed run, up to N = %d; of 3 "
-                + "beyond; both ops ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it "
-                + "until it is the slower one in both passes.%n",
-                HEAD_DIM,
-                decay, LinearAttention.DEFAULT_CHUNK, repeats, REPEAT_MAX_N));
+                + "chunk %d. Time: median of back-to-back runs after one untimed run: up to N = %d at least %d "
+                + "and as many as fill about %s s (at most %d; the count is in the CSV), beyond it %d; both ops "
+                + "ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it until it is the "
+                + "slower one in both passes.%n",
+                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, REPEAT_MAX_N, repeats, minSeconds, MAX_RUNS,
+                Math.min(repeats, 3)));
         b.append("- Peak: rise of the process's resident memory during a configuration's runs above its size "
                 + "just before them, inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');

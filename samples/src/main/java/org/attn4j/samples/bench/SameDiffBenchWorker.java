@@ -91,7 +91,8 @@ public final class SameDiffBenchWorker {
             Arrays.fill(m, i * n + i + 1, (i + 1) * n, -1e9f);
         }
         INDArray mask = Nd4j.create(m, new long[] {n, n}, DataType.FLOAT);
-        SDVariable scores = sd.mmul(q2, k2, false, true, false).mul(1.0 / Math.sqrt(d)).add(sd.constant("causal", mask));
+        SDVariable scores = sd.mmul(q2, k2, false, true, false).mul(1.0 / Math.sqrt(d))
+                .add(sd.constant("causal", mask));
         return sd.nn.softmax(scores, 1).mmul(v2).reshape(1, 1, n, d).rename("o");
     }
 }
