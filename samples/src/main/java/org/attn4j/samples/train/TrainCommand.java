@@ -130,7 +130,9 @@ public final class TrainCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         GptGraph.Attention kind = attentionKind();
         TrainingTask t = task();
-        ParallelStrategy parallel = workers > 1 ? parallelStrategy(kind) : null;
+        // The name is checked even for one worker: a typo should not pass silently until --workers 2.
+        StrategyName name = strategyName();
+        ParallelStrategy parallel = workers > 1 ? parallelStrategy(kind, name) : null;
         GptGraph model = new GptGraph(t.vocab(), seqLen, dModel, heads, kvHeads, layers, kind, DataType.FLOAT, lr,
                 seed);
         checkSizes(parallel);
@@ -313,27 +315,31 @@ public final class TrainCommand implements Callable<Integer> {
         };
     }
 
-    private ParallelStrategy parallelStrategy(GptGraph.Attention kind) {
+    /** {@code --strategy} resolved: the algorithm, and the layout it names (null = the algorithm's default). */
+    private record StrategyName(String name, SequenceAlgorithm algo, SequenceLayout layout) {
+    }
+
+    private StrategyName strategyName() {
+        String name = strategy.strip().toLowerCase(Locale.ROOT);
+        if (name.equals("zigzag")) {
+            return new StrategyName(name, SequenceAlgorithm.RING, SequenceLayout.ZIGZAG);
+        }
+        try {
+            SequenceAlgorithm algo = SequenceAlgorithm.byName(name);
+            return new StrategyName(name, algo, algo == SequenceAlgorithm.RING ? SequenceLayout.CONTIGUOUS : null);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException("--strategy: " + e.getMessage() + ", zigzag");
+        }
+    }
+
+    private ParallelStrategy parallelStrategy(GptGraph.Attention kind, StrategyName s) {
         if (kind == GptGraph.Attention.STOCK) {
             throw new UserInputException("--attention stock is DL4J's own layer, which cannot run sequence-parallel; "
                     + "use flash or linear with --workers " + workers);
         }
-        SequenceAlgorithm algo;
-        SequenceLayout layout = null;
-        String name = strategy.strip().toLowerCase(Locale.ROOT);
-        if (name.equals("zigzag")) {
-            algo = SequenceAlgorithm.RING;
-            layout = SequenceLayout.ZIGZAG;
-        } else {
-            try {
-                algo = SequenceAlgorithm.byName(name);
-            } catch (IllegalArgumentException e) {
-                throw new UserInputException("--strategy: " + e.getMessage() + ", zigzag");
-            }
-            if (algo == SequenceAlgorithm.RING) {
-                layout = SequenceLayout.CONTIGUOUS;
-            }
-        }
+        SequenceAlgorithm algo = s.algo();
+        SequenceLayout layout = s.layout();
+        String name = s.name();
         if ((kind == GptGraph.Attention.LINEAR) != (algo == SequenceAlgorithm.LASP)) {
             throw new UserInputException("--strategy lasp goes with --attention linear, and linear attention with "
                     + "lasp; got --strategy " + name + " with --attention " + kind.cliName());

@@ -47,6 +47,7 @@ class TrainCommandTest {
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', value = {
         "--strategy torus --workers 2|unknown sequence-parallel algorithm 'torus'",
+        "--strategy spiral|unknown sequence-parallel algorithm 'spiral'",
         "--workers 0|--workers must be in [1, 16], got 0",
         "--workers 3 --strategy zigzag --seq-len 64|N = 64 must be a positive multiple of 6",
         "--text /no/such/file.txt|--text /no/such/file.txt: no such file",
