@@ -198,7 +198,8 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
             return false;
         }
         return other.canEqual(this) && super.equals(o) && nHeads == other.nHeads && nKvHeads == other.nKvHeads
-                && headSize == other.headSize && causal == other.causal && getRnnDataFormat() == other.getRnnDataFormat();
+                && headSize == other.headSize && causal == other.causal
+                && getRnnDataFormat() == other.getRnnDataFormat();
     }
 
     /** Whether {@code other} may equal this; a concrete class narrows it to its own type. */

@@ -173,7 +173,8 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
             return true;
         }
         return o instanceof LayerNormLayer other && other.canEqual(this) && super.equals(o)
-                && Double.compare(eps, other.eps) == 0 && rms == other.rms && getRnnDataFormat() == other.getRnnDataFormat();
+                && Double.compare(eps, other.eps) == 0 && rms == other.rms
+                && getRnnDataFormat() == other.getRnnDataFormat();
     }
 
     /** Only a LayerNormLayer may equal this one. */

@@ -141,7 +141,8 @@ class PlanCommandTest {
         CliRun run = CliRun.of("plan", "--nodes", "1", "--workers-per-node", "2", "--intra-bw", "10", "--heads", "4",
                 "--head-dim", "64", "-N", "2048", "--measure");
         assertEquals(0, run.exitCode(), run.err());
-        Matcher rate = Pattern.compile("attention kernel (\\S+) TFLOP/s \\(measured on this machine").matcher(run.out());
+        Matcher rate = Pattern.compile("attention kernel (\\S+) TFLOP/s \\(measured on this machine")
+                .matcher(run.out());
         assertTrue(rate.find(), run.out());
         assertTrue(Double.parseDouble(rate.group(1)) > 0, rate.group(1));
     }
