@@ -69,8 +69,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
     double decay;
 
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
-            description = "Timed runs (median) per configuration up to N = 65536, at most 3 beyond "
-                    + "(default: ${DEFAULT-VALUE}).")
+            description = "Timed runs (median) per configuration at least; more up to N = 65536, see "
+                    + "--min-seconds (default: ${DEFAULT-VALUE}).")
     int repeats;
 
     @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "1",
@@ -188,7 +188,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     private Row measure(int n, String impl, String pass, INDArray[] in) {
-        int runs = n <= REPEAT_MAX_N ? repeats : Math.min(repeats, 3);
+        int runs = repeats;
         try {
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
@@ -343,7 +343,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 + "ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it until it is the "
                 + "slower one in both passes.%n",
                 HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, REPEAT_MAX_N, repeats, minSeconds, MAX_RUNS,
-                Math.min(repeats, 3)));
+                repeats));
         b.append("- Peak: rise of the process's resident memory during a configuration's runs above its size "
                 + "just before them, inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');
