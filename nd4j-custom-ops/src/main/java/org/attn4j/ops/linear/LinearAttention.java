@@ -242,6 +242,10 @@ public final class LinearAttention {
             return new LinearAttention(plan.chunk, threads, false, blockRows).forward(q, k, v, decay, true, kvIn)
                     .cache().states;
         }
+        if (cache.released()) {
+            throw new IllegalArgumentException(OP + ": the cache was released; pass null to rebuild the states, "
+                    + "or keep the cache until the backward pass");
+        }
         long[] expected = {s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim()};
         if (cache.states == null || cache.chunk != plan.chunk
                 || !Arrays.equals(cache.states.shape(), expected)) {

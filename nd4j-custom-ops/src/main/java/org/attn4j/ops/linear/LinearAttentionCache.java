@@ -17,6 +17,21 @@ public final class LinearAttentionCache {
         this.chunk = chunk;
     }
 
+    /**
+     * Frees the cached states now rather than when the garbage collector finds them: at long N they are
+     * {@code N / chunk} states of {@code D x D} per head (64 MB at N = 1M, D = 64, float32, chunk 256). A
+     * released cache cannot be passed to the backward pass (it says so); releasing twice does nothing.
+     */
+    public void release() {
+        if (states != null && !states.wasClosed()) {
+            states.close();
+        }
+    }
+
+    boolean released() {
+        return states != null && states.wasClosed();
+    }
+
     /** Bytes held by the cached states. */
     public long bytes() {
         return states == null ? 0 : states.length() * states.dataType().width();

@@ -175,6 +175,10 @@ class LinearAttentionTest {
         LinearAttentionOutput out = op.forward(q, k, k, Decay.none(), true, null);
         assertMessage(() -> LinearAttention.withChunk(3, 1).backward(q, k, k, Decay.none(), true, null, q, null,
                 out.cache()), "the cache does not belong to this call");
+        out.cache().release();
+        out.cache().release();
+        assertMessage(() -> op.backward(q, k, k, Decay.none(), true, null, q, null, out.cache()),
+                "the cache was released");
     }
 
     private static void assertMessage(Runnable call, String expected) {

@@ -7,8 +7,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 
@@ -68,15 +71,15 @@ public final class LinearBenchCommand implements Callable<Integer> {
             description = "Decay rate lambda (default: ${DEFAULT-VALUE}).")
     double decay;
 
-    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
-            description = "Timed runs (median) per configuration at least; more up to N = 65536, see "
-                    + "--min-seconds (default: ${DEFAULT-VALUE}).")
-    int repeats;
+    @Option(names = "--rounds", paramLabel = "R", defaultValue = "5",
+            description = "Interleaved rounds: each round times linear attention at every N once, in turn, so a "
+                    + "slow spell of a shared machine hits all N alike; the median over rounds is reported "
+                    + "(default: ${DEFAULT-VALUE}).")
+    int rounds;
 
     @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "1",
-            description = "Up to N = 65536, repeat a configuration until its timed runs fill about S seconds (at "
-                    + "most " + MAX_RUNS + " runs), so short runs get enough samples for a stable median (default: "
-                    + "${DEFAULT-VALUE}).")
+            description = "Each measurement times back-to-back calls filling about S seconds (at least one, at "
+                    + "most " + MAX_RUNS + ") and takes their median (default: ${DEFAULT-VALUE}).")
     double minSeconds;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
@@ -92,13 +95,23 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final WorkspaceConfiguration WS_CONFIG = WorkspaceConfiguration.builder().initialSize(0)
             .policyLearning(LearningPolicy.FIRST_LOOP).policyAllocation(AllocationPolicy.OVERALLOCATE)
             .overallocationLimit(0.1).policySpill(SpillPolicy.REALLOCATE).build();
-    private static final int REPEAT_MAX_N = 65536;
     private static final int MAX_RUNS = 101;
+    private static final String[] PASSES = {"fwd", "fwd+bwd"};
     /** The flat-time target is judged from here up (the issue: "from 4K to 1M"). */
     private static final int FLAT_FROM_N = 4096;
 
-    /** One measured configuration: {@code impl} is "linear" or "flash", {@code pass} "fwd" or "fwd+bwd". */
-    record Row(int n, String impl, String pass, double medianMs, int repeats, long peakIncreaseBytes, String note) {
+    /**
+     * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE} or "flash", {@code pass} "fwd" or
+     * "fwd+bwd"; {@code roundMs} the median call of each round (flash: one round), {@code medianMs} their median.
+     */
+    record Row(int n, String impl, String pass, double medianMs, int callsPerRound, double[] roundMs,
+               long peakIncreaseBytes, String note) {
+
+        static Row failed(int n, String impl, String pass, Throwable e) {
+            return new Row(n, impl, pass, Double.NaN, 0, new double[0], -1, "failed: " + e.getClass().getSimpleName()
+                    + ": " + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+        }
+
         boolean ok() {
             return note.isEmpty();
         }
@@ -113,9 +126,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         if (!(minSeconds >= 0) || Double.isInfinite(minSeconds)) {
             throw new UserInputException("--min-seconds must be finite and >= 0, got " + minSeconds);
         }
-        if (minN < 1 || maxN < minN || repeats < 1) {
-            throw new UserInputException("need 1 <= --min-n <= --max-n and --repeats >= 1, got " + minN + ", "
-                    + maxN + ", " + repeats);
+        if (minN < 1 || maxN < minN || rounds < 1) {
+            throw new UserInputException("need 1 <= --min-n <= --max-n and --rounds >= 1, got " + minN + ", "
+                    + maxN + ", " + rounds);
         }
         if (!(decay > 0 && decay <= 1)) {
             throw new UserInputException("--decay must be in (0, 1], got " + decay);
@@ -123,22 +136,26 @@ public final class LinearBenchCommand implements Callable<Integer> {
         Files.createDirectories(out);
         PrintWriter log = spec.commandLine().getOut();
         MachineInfo machine = MachineInfo.current();
-        List<Row> rows = new ArrayList<>();
-        warmUp();
-        boolean flashStillFaster = true;
+        List<Integer> sizes = new ArrayList<>();
         for (long n = minN; n <= maxN; n *= 2) {
-            INDArray[] in = inputs((int) n);
-            for (String pass : new String[] {"fwd", "fwd+bwd"}) {
-                rows.add(logged(log, measure((int) n, "linear", pass, in)));
-                rows.add(logged(log, measure((int) n, WORKSPACE, pass, in)));
+            sizes.add((int) n);
+        }
+        Map<Integer, INDArray[]> inputs = new LinkedHashMap<>();
+        for (int n : sizes) {
+            inputs.put(n, inputs(n));
+        }
+        warmUp();
+        List<Row> rows = new ArrayList<>(linearRounds(log, sizes, inputs));
+        for (int n : sizes) {
+            for (String pass : PASSES) {
+                rows.add(logged(log, measureFlash(n, pass, inputs.get(n))));
             }
-            if (flashStillFaster) {
-                for (String pass : new String[] {"fwd", "fwd+bwd"}) {
-                    rows.add(logged(log, measure((int) n, "flash", pass, in)));
-                }
-                // Flash runs until it is the slower one in both passes: from there on it only gets worse.
-                flashStillFaster = slower("linear", rows, (int) n);
+            // Flash runs until it is the slower one in both passes: from there on it only gets worse.
+            if (!slower("linear", rows, n)) {
+                break;
             }
+        }
+        for (INDArray[] in : inputs.values()) {
             for (INDArray a : in) {
                 a.close();
             }
@@ -187,32 +204,89 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return a;
     }
 
-    private Row measure(int n, String impl, String pass, INDArray[] in) {
-        int runs = repeats;
-        try {
-            PeakMemory.collectGarbage();
-            PeakMemory memory = PeakMemory.start();
-            // Back-to-back calls after one untimed call, as a training loop makes them: a GC and a pause
-            // before every call would add a cold start (parked threads, cold caches) of a few ms to each,
-            // which swamps the small N.
-            long first = System.nanoTime();
-            runOnce(impl, pass, in);
-            double firstMs = (System.nanoTime() - first) / 1e6;
-            if (n <= REPEAT_MAX_N) {
-                // A 5 ms call timed 5 times is at the mercy of one scheduling hiccup on a shared 2-core machine.
-                runs = (int) Math.min(MAX_RUNS, Math.max(runs, Math.ceil(minSeconds * 1000 / Math.max(firstMs,
-                        1e-3))));
+    /**
+     * Linear attention (fresh outputs and reused workspace, both passes) at every N, in {@link #rounds}
+     * interleaved rounds: round r times every configuration once before round r + 1 starts. The first round
+     * also measures each configuration's peak memory, starting from a collected heap.
+     */
+    private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs) {
+        String[][] configs = {{"linear", "fwd"}, {WORKSPACE, "fwd"}, {"linear", "fwd+bwd"}, {WORKSPACE, "fwd+bwd"}};
+        Map<String, Sampled> sampled = new LinkedHashMap<>();
+        for (int round = 0; round < rounds; round++) {
+            for (int n : sizes) {
+                for (String[] c : configs) {
+                    Sampled m = sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled());
+                    if (m.failure == null) {
+                        try {
+                            m.measure(() -> runOnce(c[0], c[1], inputs.get(n)), round == 0);
+                        } catch (RuntimeException | OutOfMemoryError e) {
+                            m.failure = e;
+                        }
+                    }
+                }
             }
-            double[] ms = new double[runs];
-            for (int r = 0; r < runs; r++) {
+            log.printf(Locale.ROOT, "round %d/%d done%n", round + 1, rounds);
+            log.flush();
+        }
+        List<Row> rows = new ArrayList<>();
+        for (int n : sizes) {
+            for (String[] c : configs) {
+                rows.add(logged(log, sampled.get(n + "/" + c[0] + "/" + c[1]).row(n, c[0], c[1])));
+            }
+        }
+        return rows;
+    }
+
+    /** Flash attention at one N and pass: one round of back-to-back calls, as long as one linear round. */
+    private Row measureFlash(int n, String pass, INDArray[] in) {
+        Sampled m = new Sampled();
+        try {
+            m.measure(() -> runOnce("flash", pass, in), true);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            m.failure = e;
+        }
+        return m.row(n, "flash", pass);
+    }
+
+    /** The samples of one configuration over the rounds. */
+    private final class Sampled {
+        private final List<Double> roundMs = new ArrayList<>();
+        private int calls;
+        private long peak = -1;
+        private Throwable failure;
+
+        /**
+         * One round: back-to-back calls (after one untimed call in the first round) filling about
+         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians.
+         */
+        void measure(Runnable call, boolean first) {
+            PeakMemory memory = null;
+            if (first) {
+                PeakMemory.collectGarbage();
+                memory = PeakMemory.start();
                 long t0 = System.nanoTime();
-                runOnce(impl, pass, in);
+                call.run();
+                double firstMs = (System.nanoTime() - t0) / 1e6;
+                calls = (int) Math.min(MAX_RUNS, Math.max(1, Math.ceil(minSeconds * 1000 / Math.max(firstMs, 1e-3))));
+            }
+            double[] ms = new double[calls];
+            for (int r = 0; r < calls; r++) {
+                long t0 = System.nanoTime();
+                call.run();
                 ms[r] = (System.nanoTime() - t0) / 1e6;
             }
-            return new Row(n, impl, pass, GemmRate.median(ms), runs, memory.stop().increaseBytes(), "");
-        } catch (RuntimeException | OutOfMemoryError e) {
-            return new Row(n, impl, pass, Double.NaN, 0, -1, "failed: " + e.getClass().getSimpleName() + ": "
-                    + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+            if (memory != null) {
+                peak = memory.stop().increaseBytes();
+            }
+            roundMs.add(GemmRate.median(ms));
+        }
+
+        Row row(int n, String impl, String pass) {
+            if (failure != null) {
+                return Row.failed(n, impl, pass, failure);
+            }
+            double[] r = roundMs.stream().mapToDouble(Double::doubleValue).toArray();
+            return new Row(n, impl, pass, GemmRate.median(r), calls, r, peak, "");
         }
     }
 
@@ -238,6 +312,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                         null, o.cache());
                 made.addAll(List.of(g.dq(), g.dk(), g.dv(), g.dKvIn()));
             }
+            o.cache().release();
         } else {
             FlashAttention op = FlashAttention.defaults();
             AttentionOutput o = op.forward(in[0], in[1], in[2], AttentionMask.causal());
@@ -264,9 +339,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private static Row logged(PrintWriter log, Row r) {
         if (r.ok()) {
-            log.printf(Locale.ROOT, "N=%-8d %-6s %-7s %10.1f ms  %7.3f us/token  peak +%.1f MB (%d run%s)%n", r.n(),
-                    r.impl(), r.pass(), r.medianMs(), r.usPerToken(), r.peakIncreaseBytes() / 1e6, r.repeats(),
-                    r.repeats() == 1 ? "" : "s");
+            log.printf(Locale.ROOT, "N=%-8d %-9s %-7s %10.1f ms  %7.3f us/token  peak +%.1f MB (%d round%s of %d "
+                    + "call%s)%n", r.n(), r.impl(), r.pass(), r.medianMs(), r.usPerToken(), r.peakIncreaseBytes() / 1e6,
+                    r.roundMs().length, r.roundMs().length == 1 ? "" : "s", r.callsPerRound(),
+                    r.callsPerRound() == 1 ? "" : "s");
         } else {
             log.printf(Locale.ROOT, "N=%-8d %-6s %-7s %s%n", r.n(), r.impl(), r.pass(), r.note());
         }
@@ -279,11 +355,17 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     private static void writeCsv(Path file, List<Row> rows) throws IOException {
-        StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,repeats,peak_increase_bytes,note\n");
+        StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,"
+                + "peak_increase_bytes,note\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
+            StringBuilder each = new StringBuilder();
+            for (double ms : r.roundMs()) {
+                each.append(each.length() == 0 ? "" : " ").append(String.format(Locale.ROOT, "%.3f", ms));
+            }
+            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
-                    r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.repeats(),
+                    r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.roundMs().length,
+                    r.callsPerRound(), each,
                     r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()),
                     r.note().replace("\"", "'")));
         }
@@ -338,14 +420,15 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
-                + "chunk %d. Time: median of back-to-back runs after one untimed run: up to N = %d at least %d "
-                + "and as many as fill about %s s (at most %d; the count is in the CSV), beyond it %d; both ops "
-                + "ran for 2 s first (JIT warm-up). Flash attention (causal) runs beside it until it is the "
-                + "slower one in both passes.%n",
-                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, REPEAT_MAX_N, repeats, minSeconds, MAX_RUNS,
-                repeats));
-        b.append("- Peak: rise of the process's resident memory during a configuration's runs above its size "
-                + "just before them, inputs already allocated (" + PeakMemory.measure() + ").\n");
+                + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
+                + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
+                + "all N alike); one measurement = the median of back-to-back calls filling about %s s (at least "
+                + "one, at most %d; after one untimed call in the first round); reported: the median over the "
+                + "rounds (each round's value is in the CSV). Flash attention (causal): one such measurement per N "
+                + "and pass, after the linear rounds, until it is the slower one in both passes.%n",
+                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS));
+        b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
+                + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');
         b.append("| N | linear fwd | linear fwd+bwd | µs/token fwd / fwd+bwd | µs/token in a reused workspace "
                 + "fwd / fwd+bwd | linear peak fwd / fwd+bwd | flash fwd | flash fwd+bwd "
@@ -400,23 +483,35 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
-    /** Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass. */
+    /**
+     * Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass: the
+     * max/min of the medians over rounds, and the range of the same ratio within single rounds.
+     */
     private void flatness(StringBuilder b, List<Row> rows, String impl, String pass) {
-        double lo = Double.MAX_VALUE;
-        double hi = 0;
-        int count = 0;
-        for (Row r : rows) {
-            if (r.ok() && r.impl().equals(impl) && r.pass().equals(pass) && r.n() >= FLAT_FROM_N) {
-                lo = Math.min(lo, r.usPerToken());
-                hi = Math.max(hi, r.usPerToken());
-                count++;
+        List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
+                && r.n() >= FLAT_FROM_N).toList();
+        if (mine.size() < 2) {
+            return;
+        }
+        double lo = mine.stream().mapToDouble(Row::usPerToken).min().orElseThrow();
+        double hi = mine.stream().mapToDouble(Row::usPerToken).max().orElseThrow();
+        int roundCount = mine.stream().mapToInt(r -> r.roundMs().length).min().orElseThrow();
+        double[] perRound = new double[roundCount];
+        for (int k = 0; k < roundCount; k++) {
+            double rl = Double.MAX_VALUE;
+            double rh = 0;
+            for (Row r : mine) {
+                double us = r.roundMs()[k] * 1000.0 / r.n();
+                rl = Math.min(rl, us);
+                rh = Math.max(rh, us);
             }
+            perRound[k] = rh / rl;
         }
-        if (count > 1) {
-            String what = impl.equals(WORKSPACE) ? "linear (outputs in a reused workspace)" : "linear (fresh outputs)";
-            b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: %.3f to %.3f µs, max/min = "
-                    + "%.2f (target: within 1.15).%n", what, pass, FLAT_FROM_N, maxN, lo, hi, hi / lo));
-        }
+        String what = impl.equals(WORKSPACE) ? "linear (outputs in a reused workspace)" : "linear (fresh outputs)";
+        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: %.3f to %.3f µs, max/min = "
+                        + "%.2f (target: within 1.15); within single rounds max/min %.2f to %.2f.%n", what, pass,
+                FLAT_FROM_N, maxN, lo, hi, hi / lo, Arrays.stream(perRound).min().orElseThrow(),
+                Arrays.stream(perRound).max().orElseThrow()));
     }
 
     private static String time(Optional<Row> r) {
