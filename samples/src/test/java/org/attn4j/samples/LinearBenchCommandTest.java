@@ -28,7 +28,7 @@ class LinearBenchCommandTest {
         assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,peak_increase_bytes,"
                 + "note", csv.get(0));
         for (int n : new int[] {2048, 4096, 8192}) {
-            for (String impl : new String[] {"linear", "linear-ws"}) {
+            for (String impl : new String[] {"linear", "linear-ws", "linear-ws-1t"}) {
                 for (String pass : new String[] {"fwd", "fwd+bwd"}) {
                     String prefix = n + "," + impl + "," + pass + ",";
                     String row = csv.stream().filter(l -> l.startsWith(prefix)).findFirst()

@@ -71,13 +71,13 @@ public final class LinearBenchCommand implements Callable<Integer> {
             description = "Decay rate lambda (default: ${DEFAULT-VALUE}).")
     double decay;
 
-    @Option(names = "--rounds", paramLabel = "R", defaultValue = "5",
+    @Option(names = "--rounds", paramLabel = "R", defaultValue = "9",
             description = "Interleaved rounds: each round times linear attention at every N once, in turn, so a "
                     + "slow spell of a shared machine hits all N alike; the median over rounds is reported "
                     + "(default: ${DEFAULT-VALUE}).")
     int rounds;
 
-    @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "1",
+    @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "0.5",
             description = "Each measurement times back-to-back calls filling about S seconds (at least one, at "
                     + "most " + MAX_RUNS + ") and takes their median (default: ${DEFAULT-VALUE}).")
     double minSeconds;
@@ -92,6 +92,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final int HEAD_DIM = 64;
     /** Linear attention with its outputs in a reused workspace (rows of their own). */
     static final String WORKSPACE = "linear-ws";
+    /**
+     * The same on one thread: the op's scaling in N without the stalls of two threads sharing two cores with
+     * everything else (a parallel phase waits for its slowest thread).
+     */
+    static final String ONE_THREAD = "linear-ws-1t";
     private static final WorkspaceConfiguration WS_CONFIG = WorkspaceConfiguration.builder().initialSize(0)
             .policyLearning(LearningPolicy.FIRST_LOOP).policyAllocation(AllocationPolicy.OVERALLOCATE)
             .overallocationLimit(0.1).policySpill(SpillPolicy.REALLOCATE).build();
@@ -147,9 +152,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         warmUp();
         List<Row> rows = new ArrayList<>(linearRounds(log, sizes, inputs));
         for (int n : sizes) {
-            for (String pass : PASSES) {
-                rows.add(logged(log, measureFlash(n, pass, inputs.get(n))));
-            }
+            rows.addAll(flashRounds(log, n, inputs.get(n)));
             // Flash runs until it is the slower one in both passes: from there on it only gets worse.
             if (!slower("linear", rows, n)) {
                 break;
@@ -210,7 +213,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
      * also measures each configuration's peak memory, starting from a collected heap.
      */
     private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs) {
-        String[][] configs = {{"linear", "fwd"}, {WORKSPACE, "fwd"}, {"linear", "fwd+bwd"}, {WORKSPACE, "fwd+bwd"}};
+        String[][] configs = {{"linear", "fwd"}, {WORKSPACE, "fwd"}, {ONE_THREAD, "fwd"}, {"linear", "fwd+bwd"},
+            {WORKSPACE, "fwd+bwd"}, {ONE_THREAD, "fwd+bwd"}};
         Map<String, Sampled> sampled = new LinkedHashMap<>();
         for (int round = 0; round < rounds; round++) {
             for (int n : sizes) {
@@ -237,15 +241,26 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return rows;
     }
 
-    /** Flash attention at one N and pass: one round of back-to-back calls, as long as one linear round. */
-    private Row measureFlash(int n, String pass, INDArray[] in) {
-        Sampled m = new Sampled();
-        try {
-            m.measure(() -> runOnce("flash", pass, in), true);
-        } catch (RuntimeException | OutOfMemoryError e) {
-            m.failure = e;
+    /** Flash attention at one N, both passes, in {@link #rounds} rounds alternating the passes. */
+    private List<Row> flashRounds(PrintWriter log, int n, INDArray[] in) {
+        Map<String, Sampled> sampled = new LinkedHashMap<>();
+        for (int round = 0; round < rounds; round++) {
+            for (String pass : PASSES) {
+                Sampled m = sampled.computeIfAbsent(pass, k -> new Sampled());
+                if (m.failure == null) {
+                    try {
+                        m.measure(() -> runOnce("flash", pass, in), round == 0);
+                    } catch (RuntimeException | OutOfMemoryError e) {
+                        m.failure = e;
+                    }
+                }
+            }
         }
-        return m.row(n, "flash", pass);
+        List<Row> rows = new ArrayList<>();
+        for (String pass : PASSES) {
+            rows.add(logged(log, sampled.get(pass).row(n, "flash", pass)));
+        }
+        return rows;
     }
 
     /** The samples of one configuration over the rounds. */
@@ -291,12 +306,13 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     private void runOnce(String impl, String pass, INDArray[] in) {
-        if (impl.equals(WORKSPACE)) {
+        if (impl.equals(WORKSPACE) || impl.equals(ONE_THREAD)) {
             // Outputs and states come from an ND4J workspace that is reused call after call, as DL4J runs its
             // layers: no fresh pages to fault in (ND4J touches every page of a new array: ~0.1 ms per MB here).
             try (MemoryWorkspace ws = Nd4j.getWorkspaceManager().getAndActivateWorkspace(WS_CONFIG,
                     "attn4j-bench-linear-" + in[0].size(2))) {
-                runLinear(pass, in);
+                runLinear(impl.equals(ONE_THREAD) ? LinearAttention.withChunk(LinearAttention.DEFAULT_CHUNK, 1)
+                        : LinearAttention.defaults(), pass, in);
             }
             return;
         }
@@ -329,8 +345,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         }
     }
 
-    private void runLinear(String pass, INDArray[] in) {
-        LinearAttention op = LinearAttention.defaults();
+    private void runLinear(LinearAttention op, String pass, INDArray[] in) {
         LinearAttentionOutput o = op.forward(in[0], in[1], in[2], Decay.of(decay), true, null);
         if (pass.equals("fwd+bwd")) {
             op.backward(in[0], in[1], in[2], Decay.of(decay), true, null, in[3], null, o.cache());
@@ -384,6 +399,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         series(chart, rows, "linear", "fwd+bwd", "linear fwd+bwd", new Color(0x08306b));
         series(chart, rows, WORKSPACE, "fwd", "linear fwd, reused workspace", new Color(0x2ca02c));
         series(chart, rows, WORKSPACE, "fwd+bwd", "linear fwd+bwd, reused workspace", new Color(0x00441b));
+        series(chart, rows, ONE_THREAD, "fwd", "linear fwd, reused workspace, one thread", new Color(0xff7f0e));
+        series(chart, rows, ONE_THREAD, "fwd+bwd", "linear fwd+bwd, reused workspace, one thread",
+                new Color(0x8c4a00));
         series(chart, rows, "flash", "fwd", "flash fwd", new Color(0xd62728));
         series(chart, rows, "flash", "fwd+bwd", "flash fwd+bwd", new Color(0x67000d));
         String path = file.toString();
@@ -424,23 +442,25 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
                 + "all N alike); one measurement = the median of back-to-back calls filling about %s s (at least "
                 + "one, at most %d; after one untimed call in the first round); reported: the median over the "
-                + "rounds (each round's value is in the CSV). Flash attention (causal): one such measurement per N "
-                + "and pass, after the linear rounds, until it is the slower one in both passes.%n",
+                + "rounds (each round's value is in the CSV). Flash attention (causal): the same rounds at one N at a "
+                + "time, after linear, from the smallest N until it is the slower one in both passes.%n",
                 HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS));
         b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
                 + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');
         b.append("| N | linear fwd | linear fwd+bwd | µs/token fwd / fwd+bwd | µs/token in a reused workspace "
-                + "fwd / fwd+bwd | linear peak fwd / fwd+bwd | flash fwd | flash fwd+bwd "
-                + "| flash peak fwd / fwd+bwd |\n");
-        b.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                + "fwd / fwd+bwd | µs/token, reused workspace, one thread fwd / fwd+bwd | linear peak fwd / fwd+bwd "
+                + "| flash fwd | flash fwd+bwd | flash peak fwd / fwd+bwd |\n");
+        b.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (long n = minN; n <= maxN; n *= 2) {
             int nn = (int) n;
             Optional<Row> lf = find(rows, nn, "linear", "fwd");
             Optional<Row> lb = find(rows, nn, "linear", "fwd+bwd");
-            b.append(String.format(Locale.ROOT, "| %d | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s | %s / %s |%n",
-                    nn, time(lf), time(lb), perToken(lf), perToken(lb), perToken(find(rows, nn, WORKSPACE, "fwd")),
-                    perToken(find(rows, nn, WORKSPACE, "fwd+bwd")), mb(lf), mb(lb),
+            b.append(String.format(Locale.ROOT, "| %d | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s "
+                    + "| %s / %s |%n", nn, time(lf), time(lb), perToken(lf), perToken(lb),
+                    perToken(find(rows, nn, WORKSPACE, "fwd")), perToken(find(rows, nn, WORKSPACE, "fwd+bwd")),
+                    perToken(find(rows, nn, ONE_THREAD, "fwd")), perToken(find(rows, nn, ONE_THREAD, "fwd+bwd")),
+                    mb(lf), mb(lb),
                     time(find(rows, nn, "flash", "fwd")), time(find(rows, nn, "flash", "fwd+bwd")),
                     mb(find(rows, nn, "flash", "fwd")), mb(find(rows, nn, "flash", "fwd+bwd"))));
         }
@@ -452,7 +472,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
     /** The targets: flatness of time per token from 4K up, memory growth, and the crossover with flash. */
     private String summary(List<Row> rows) {
         StringBuilder b = new StringBuilder();
-        for (String impl : new String[] {"linear", WORKSPACE}) {
+        for (String impl : new String[] {"linear", WORKSPACE, ONE_THREAD}) {
             for (String pass : new String[] {"fwd", "fwd+bwd"}) {
                 flatness(b, rows, impl, pass);
             }
@@ -507,7 +527,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
             }
             perRound[k] = rh / rl;
         }
-        String what = impl.equals(WORKSPACE) ? "linear (outputs in a reused workspace)" : "linear (fresh outputs)";
+        String what = switch (impl) {
+            case WORKSPACE -> "linear (outputs in a reused workspace)";
+            case ONE_THREAD -> "linear (reused workspace, one thread)";
+            default -> "linear (fresh outputs)";
+        };
         b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: %.3f to %.3f µs, max/min = "
                         + "%.2f (target: within 1.15); within single rounds max/min %.2f to %.2f.%n", what, pass,
                 FLAT_FROM_N, maxN, lo, hi, hi / lo, Arrays.stream(perRound).min().orElseThrow(),
