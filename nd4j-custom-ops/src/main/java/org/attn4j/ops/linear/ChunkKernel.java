@@ -45,12 +45,11 @@ final class ChunkKernel {
     }
 
     /**
-     * Forward phase 2 for (b, h) over chunks {@code [from, to)}: turns the chunks' own states into the states
-     * entering each chunk ({@code S_t = lambda^c S_(t-1) + own_t}, algorithm 2 line 16); {@code run} carries
-     * the state from block to block ({@link #startScan}, {@link #finishScan}).
+     * Forward phase 2 for (b, h): turns the chunks' own states into the states entering each chunk
+     * ({@code S_t = lambda^c S_(t-1) + own_t}, algorithm 2 line 16) and writes the final state.
      */
-    void forwardScan(INDArray states, double[] run, int b, int h, int from, int to) {
-        scan(states, run, b, h, from, to, false);
+    void forwardScan(INDArray states, INDArray kvIn, INDArray kvOut, int b, int h) {
+        scan(states, kvIn, kvOut, b, h, false);
     }
 
     /** Forward phase 3, chunk t of (b, h): {@code O_t += Lambda Q_t S_(t-1)} (algorithm 2 line 14). */
@@ -108,12 +107,12 @@ final class ChunkKernel {
     }
 
     /**
-     * Backward phase 2 for (b, h) over chunks {@code [from, to)}, last chunk first: turns each chunk's own
-     * state gradient into the gradient of the state leaving it ({@code H_(t-1) = lambda^c H_t + own_t},
-     * algorithm 3 line 18); {@code run} carries the gradient from block to block.
+     * Backward phase 2 for (b, h), last chunk first: turns each chunk's own state gradient into the
+     * gradient of the state leaving it ({@code H_(t-1) = lambda^c H_t + own_t}, algorithm 3 line 18) and
+     * writes the gradient of the incoming state.
      */
-    void backwardScan(INDArray dStates, double[] run, int b, int h, int from, int to) {
-        scan(dStates, run, b, h, from, to, true);
+    void backwardScan(INDArray dStates, INDArray dKvOut, INDArray dKvIn, int b, int h) {
+        scan(dStates, dKvOut, dKvIn, b, h, true);
     }
 
     /** Backward phase 3, chunk t of (b, hk): dK and dV's inter parts from the leaving-state gradients. */
@@ -141,41 +140,24 @@ final class ChunkKernel {
     }
 
     /**
-     * The running state of one (b, h)'s sequential pass, started from {@code first} ({@code [B, H, D, D]}, null
-     * for zero): the incoming state forward, the gradient of the outgoing state backward.
+     * The sequential pass over one (b, h)'s chunk states, in Java on the flat buffers: forward turns each
+     * chunk's own state into the state entering it, backward (last chunk first) each own state gradient into
+     * the gradient of the state leaving it. {@code first} (null = 0) starts the running state, {@code last}
+     * receives its end.
      */
-    double[] startScan(INDArray first, int b, int h) {
+    private void scan(INDArray states, INDArray first, INDArray last, int b, int h, boolean backward) {
         int d2 = s.headDim() * s.headDim();
+        long at = ((long) b * s.heads() + h) * d2;
         double[] run = new double[d2];
         if (first != null) {
             Flat f = Flat.of(first);
-            long at = ((long) b * s.heads() + h) * d2;
             for (int i = 0; i < d2; i++) {
                 run[i] = f.get(at + i);
             }
         }
-        return run;
-    }
-
-    /** Writes the end of a sequential pass into {@code last} ({@code [B, H, D, D]}). */
-    void finishScan(double[] run, INDArray last, int b, int h) {
-        Flat l = Flat.of(last);
-        long at = ((long) b * s.heads() + h) * run.length;
-        for (int i = 0; i < run.length; i++) {
-            l.set(at + i, run[i]);
-        }
-    }
-
-    /**
-     * The sequential pass over chunks {@code [from, to)} of one (b, h), in Java on the flat buffers: forward
-     * turns each chunk's own state into the state entering it, backward (last chunk first) each own state
-     * gradient into the gradient of the state leaving it; {@code run} holds the running state.
-     */
-    private void scan(INDArray states, double[] run, int b, int h, int from, int to, boolean backward) {
-        int d2 = run.length;
         Flat st = Flat.of(states);
-        for (int step = from; step < to; step++) {
-            int t = backward ? to - 1 - (step - from) : step;
+        for (int step = 0; step < plan.chunks; step++) {
+            int t = backward ? plan.chunks - 1 - step : step;
             double w = plan.tables(h, plan.length(t)).whole;
             long base = plan.stateOffset(b, h, t);
             for (int i = 0; i < d2; i++) {
@@ -183,6 +165,10 @@ final class ChunkKernel {
                 st.set(base + i, run[i]);
                 run[i] = run[i] * w + own;
             }
+        }
+        Flat l = Flat.of(last);
+        for (int i = 0; i < d2; i++) {
+            l.set(at + i, run[i]);
         }
     }
 

@@ -10,11 +10,6 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 /** How one call cuts the sequence into chunks, where each chunk lives, and the decay tables it needs. */
 final class ChunkPlan {
 
-    /** Default rows (positions times heads) per cache block, see {@link #blockChunks()}. */
-    static final long BLOCK_ROWS = 8192;
-
-    private final long blockRows;
-
     final int chunk;
     final int chunks;
     private final AttentionShapes s;
@@ -28,9 +23,8 @@ final class ChunkPlan {
                 }
             });
 
-    ChunkPlan(AttentionShapes s, Decay decay, int chunk, long blockRows) {
+    ChunkPlan(AttentionShapes s, Decay decay, int chunk) {
         this.s = s;
-        this.blockRows = blockRows;
         this.chunk = Math.min(chunk, s.queries());
         this.chunks = (s.queries() + this.chunk - 1) / this.chunk;
         // Built up front: worker threads only read them.
@@ -41,18 +35,6 @@ final class ChunkPlan {
                         y -> new ChunkTables(lambda, c)));
             }
         }
-    }
-
-    /**
-     * Chunks per head in one cache block: the passes (intra, scan, inter) run block by block, so a block's
-     * rows of q, k, v, O (and dO, dq, dk, dv backward) are read again by the next pass while they are still in
-     * the cache, instead of every pass streaming the whole sequence through memory. A block holds about
-     * {@code blockRows} rows over all heads (by default {@link #BLOCK_ROWS}; at D = 64, float32: 2 MB per
-     * tensor, under the 32 MB L3 here).
-     */
-    int blockChunks() {
-        long heads = (long) s.batch() * s.heads();
-        return (int) Math.max(1, Math.min(chunks, blockRows / (heads * chunk)));
     }
 
     int length(int t) {

@@ -32,9 +32,7 @@ import org.nd4j.linalg.factory.Nd4j;
  *   H_(t-1) = lambda^c H_t + (Lambda Q_t)^T dO_t,       dKvIn = H_(-1)
  * </pre>
  * The intra parts of all chunks run in parallel over Java threads; only the two scans over the
- * {@code D x D} states are sequential per head. The three passes run block by block (a few thousand rows,
- * backward from the last block), so each block is still in the cache when the next pass reads it and the
- * time per token does not grow with N once the sequence outgrows the cache. The states entering each chunk are kept from the forward
+ * {@code D x D} states are sequential per head. The states entering each chunk are kept from the forward
  * pass for the backward pass ("KV state caching"); passing {@code kvOut} of one segment as {@code kvIn}
  * of the next, and {@code dKvIn} of the next back as {@code dKvOut}, equals running the whole sequence.
  *
@@ -50,19 +48,16 @@ public final class LinearAttention {
     public static final int DEFAULT_CHUNK = 256;
 
     private static final String OP = "LinearAttention";
-    private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0, false,
-            ChunkPlan.BLOCK_ROWS);
+    private static final LinearAttention DEFAULTS = new LinearAttention(DEFAULT_CHUNK, 0, false);
 
     private final int chunk;
     private final int threads;
     private final boolean decayGradient;
-    private final long blockRows;
 
-    private LinearAttention(int chunk, int threads, boolean decayGradient, long blockRows) {
+    private LinearAttention(int chunk, int threads, boolean decayGradient) {
         this.chunk = chunk;
         this.threads = threads;
         this.decayGradient = decayGradient;
-        this.blockRows = blockRows;
     }
 
     /** The op with the default chunk size and one thread per core. */
@@ -83,7 +78,7 @@ public final class LinearAttention {
         if (threads < 0) {
             throw new IllegalArgumentException(OP + ": threads must be >= 0 (0 = one per core), got " + threads);
         }
-        return new LinearAttention(chunk, threads, false, ChunkPlan.BLOCK_ROWS);
+        return new LinearAttention(chunk, threads, false);
     }
 
     /**
@@ -91,15 +86,7 @@ public final class LinearAttention {
      * learned decay); costs a few more element-wise tile operations in the backward pass.
      */
     public LinearAttention withDecayGradient() {
-        return new LinearAttention(chunk, threads, true, blockRows);
-    }
-
-    /** This op with cache blocks of about {@code rows} rows (tests: many and uneven blocks on short inputs). */
-    LinearAttention withBlockRows(long rows) {
-        if (rows < 1) {
-            throw new IllegalArgumentException(OP + ": block rows must be >= 1, got " + rows);
-        }
-        return new LinearAttention(chunk, threads, decayGradient, rows);
+        return new LinearAttention(chunk, threads, true);
     }
 
     /**
@@ -129,33 +116,20 @@ public final class LinearAttention {
             NonCausal.forward(s, qc, kc, vc, kin, out, kvOut);
             return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(null, 0));
         }
-        ChunkPlan plan = new ChunkPlan(s, decay, chunk, blockRows);
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
         INDArray states = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
         int heads = s.batch() * s.heads();
-        int block = plan.blockChunks();
-        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, heads * Math.min(block, perHead)),
-                false);
-        double[][] run = new double[heads][];
-        for (int i = 0; i < heads; i++) {
-            run[i] = kernels[0].startScan(kin, i / s.heads(), i % s.heads());
-        }
-        for (int t0 = 0; t0 < perHead; t0 += block) {
-            int from = t0;
-            int span = Math.min(block, perHead - t0);
-            WorkerPool.run(kernels.length, heads * span, w -> kernels[w],
-                    (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / span / s.heads(),
-                            i / span % s.heads(), from + i % span));
-            WorkerPool.run(Math.min(kernels.length, heads), heads, w -> kernels[w],
-                    (kern, i) -> kern.forwardScan(states, run[i], i / s.heads(), i % s.heads(), from, from + span));
-            WorkerPool.run(kernels.length, heads * span, w -> kernels[w],
-                    (kern, i) -> kern.forwardInter(qc, out, states, i / span / s.heads(), i / span % s.heads(),
-                            from + i % span));
-        }
-        for (int i = 0; i < heads; i++) {
-            kernels[0].finishScan(run[i], kvOut, i / s.heads(), i % s.heads());
-        }
+        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, heads * perHead), false);
+        WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
+                (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / perHead / s.heads(),
+                        i / perHead % s.heads(), i % perHead));
+        WorkerPool.run(Math.min(kernels.length, heads), heads, w -> kernels[w],
+                (kern, i) -> kern.forwardScan(states, kin, kvOut, i / s.heads(), i % s.heads()));
+        WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
+                (kern, i) -> kern.forwardInter(qc, out, states, i / perHead / s.heads(), i / perHead % s.heads(),
+                        i % perHead));
         return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk));
     }
 
@@ -191,38 +165,22 @@ public final class LinearAttention {
             INDArray dDecay = decayGradient ? Nd4j.zeros(s.dataType(), s.heads()) : null;
             return new LinearAttentionGradients(dq, dk, dv, dKvIn, dDecay);
         }
-        ChunkPlan plan = new ChunkPlan(s, decay, chunk, blockRows);
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
         INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn);
         INDArray dStates = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
-        int heads = s.batch() * s.heads();
-        int kvHeads = s.batch() * s.kvHeads();
-        int block = plan.blockChunks();
-        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, kvHeads * Math.min(block, perHead)),
-                decayGradient);
+        int kvItems = s.batch() * s.kvHeads() * perHead;
+        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, kvItems), decayGradient);
         int workers = kernels.length;
-        double[][] run = new double[heads][];
-        for (int i = 0; i < heads; i++) {
-            run[i] = kernels[0].startScan(dkout, i / s.heads(), i % s.heads());
-        }
-        // Last block first: the state gradient flows from the end of the sequence to its start.
-        for (int t1 = perHead; t1 > 0; t1 -= block) {
-            int from = Math.max(0, t1 - block);
-            int span = t1 - from;
-            WorkerPool.run(workers, kvHeads * span, w -> kernels[w],
-                    (kern, i) -> kern.backwardIntra(qc, kc, vc, doc, states, dStates, dq, dk, dv,
-                            i / span / s.kvHeads(), i / span % s.kvHeads(), from + i % span));
-            WorkerPool.run(Math.min(workers, heads), heads, w -> kernels[w],
-                    (kern, i) -> kern.backwardScan(dStates, run[i], i / s.heads(), i % s.heads(), from,
-                            from + span));
-            WorkerPool.run(workers, kvHeads * span, w -> kernels[w],
-                    (kern, i) -> kern.backwardInter(kc, vc, states, dStates, dk, dv, i / span / s.kvHeads(),
-                            i / span % s.kvHeads(), from + i % span));
-        }
-        for (int i = 0; i < heads; i++) {
-            kernels[0].finishScan(run[i], dKvIn, i / s.heads(), i % s.heads());
-        }
+        WorkerPool.run(workers, kvItems, w -> kernels[w],
+                (kern, i) -> kern.backwardIntra(qc, kc, vc, doc, states, dStates, dq, dk, dv,
+                        i / perHead / s.kvHeads(), i / perHead % s.kvHeads(), i % perHead));
+        WorkerPool.run(Math.min(workers, s.batch() * s.heads()), s.batch() * s.heads(), w -> kernels[w],
+                (kern, i) -> kern.backwardScan(dStates, dkout, dKvIn, i / s.heads(), i % s.heads()));
+        WorkerPool.run(workers, kvItems, w -> kernels[w],
+                (kern, i) -> kern.backwardInter(kc, vc, states, dStates, dk, dv, i / perHead / s.kvHeads(),
+                        i / perHead % s.kvHeads(), i % perHead));
         INDArray dDecay = null;
         if (decayGradient) {
             double[] sum = new double[s.heads()];
@@ -239,8 +197,7 @@ public final class LinearAttention {
     private INDArray cachedStates(AttentionShapes s, ChunkPlan plan, LinearAttentionCache cache, INDArray q,
                                   INDArray k, INDArray v, Decay decay, INDArray kvIn) {
         if (cache == null) {
-            return new LinearAttention(plan.chunk, threads, false, blockRows).forward(q, k, v, decay, true, kvIn)
-                    .cache().states;
+            return DEFAULTS.withChunkOf(plan.chunk, threads).forward(q, k, v, decay, true, kvIn).cache().states;
         }
         if (cache.released()) {
             throw new IllegalArgumentException(OP + ": the cache was released; pass null to rebuild the states, "
@@ -264,6 +221,10 @@ public final class LinearAttention {
             k[w] = new ChunkKernel(s, plan, decayGradient);
         }
         return k;
+    }
+
+    private LinearAttention withChunkOf(int c, int t) {
+        return new LinearAttention(c, t, false);
     }
 
     private static AttentionShapes validate(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal) {
@@ -291,7 +252,6 @@ public final class LinearAttention {
 
     @Override
     public String toString() {
-        return OP + "{chunk=" + chunk + ", threads=" + (threads == 0 ? "per core" : threads) + ", block rows="
-                + blockRows + "}";
+        return OP + "{chunk=" + chunk + ", threads=" + (threads == 0 ? "per core" : threads) + "}";
     }
 }

@@ -11,6 +11,7 @@ public final class LinearAttentionCache {
 
     final INDArray states;
     final int chunk;
+    private volatile boolean released;
 
     LinearAttentionCache(INDArray states, int chunk) {
         this.states = states;
@@ -20,16 +21,18 @@ public final class LinearAttentionCache {
     /**
      * Frees the cached states now rather than when the garbage collector finds them: at long N they are
      * {@code N / chunk} states of {@code D x D} per head (64 MB at N = 1M, D = 64, float32, chunk 256). A
-     * released cache cannot be passed to the backward pass (it says so); releasing twice does nothing.
+     * released cache cannot be passed to the backward pass (it says so); releasing twice does nothing. States
+     * made inside an ND4J workspace stay with the workspace.
      */
     public void release() {
-        if (states != null && !states.wasClosed()) {
-            states.close();
+        released = true;
+        if (states != null) {
+            states.close();     // does nothing for an array in a workspace: the workspace owns that memory
         }
     }
 
     boolean released() {
-        return states != null && states.wasClosed();
+        return released;
     }
 
     /** Bytes held by the cached states. */

@@ -150,7 +150,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
             inputs.put(n, inputs(n));
         }
         warmUp();
-        List<Row> rows = new ArrayList<>(linearRounds(log, sizes, inputs));
+        // Workspace variants first, fresh outputs after: freeing a GB of fresh pages leaves the kernel work
+        // (returning and zeroing pages) that would otherwise land in the next measurement.
+        List<Row> rows = new ArrayList<>(linearRounds(log, sizes, inputs, new String[][] {{WORKSPACE, "fwd"},
+            {ONE_THREAD, "fwd"}, {WORKSPACE, "fwd+bwd"}, {ONE_THREAD, "fwd+bwd"}}));
+        rows.addAll(linearRounds(log, sizes, inputs, new String[][] {{"linear", "fwd"}, {"linear", "fwd+bwd"}}));
         for (int n : sizes) {
             rows.addAll(flashRounds(log, n, inputs.get(n)));
             // Flash runs until it is the slower one in both passes: from there on it only gets worse.
@@ -208,13 +212,12 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     /**
-     * Linear attention (fresh outputs and reused workspace, both passes) at every N, in {@link #rounds}
-     * interleaved rounds: round r times every configuration once before round r + 1 starts. The first round
-     * also measures each configuration's peak memory, starting from a collected heap.
+     * Linear attention configurations ({impl, pass}) at every N, in {@link #rounds} interleaved rounds: round r
+     * times every N and configuration once before round r + 1 starts. The first round also measures each
+     * configuration's peak memory, starting from a collected heap.
      */
-    private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs) {
-        String[][] configs = {{"linear", "fwd"}, {WORKSPACE, "fwd"}, {ONE_THREAD, "fwd"}, {"linear", "fwd+bwd"},
-            {WORKSPACE, "fwd+bwd"}, {ONE_THREAD, "fwd+bwd"}};
+    private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs,
+                                   String[][] configs) {
         Map<String, Sampled> sampled = new LinkedHashMap<>();
         for (int round = 0; round < rounds; round++) {
             for (int n : sizes) {
@@ -229,7 +232,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                     }
                 }
             }
-            log.printf(Locale.ROOT, "round %d/%d done%n", round + 1, rounds);
+            log.printf(Locale.ROOT, "round %d/%d of %s done%n", round + 1, rounds, configs[0][0]);
             log.flush();
         }
         List<Row> rows = new ArrayList<>();
@@ -440,7 +443,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
-                + "all N alike); one measurement = the median of back-to-back calls filling about %s s (at least "
+                + "all N alike), the workspace variants' rounds first, then those of fresh outputs; one measurement = the median of back-to-back calls filling about %s s (at least "
                 + "one, at most %d; after one untimed call in the first round); reported: the median over the "
                 + "rounds (each round's value is in the CSV). Flash attention (causal): the same rounds at one N at a "
                 + "time, after linear, from the smallest N until it is the slower one in both passes.%n",
