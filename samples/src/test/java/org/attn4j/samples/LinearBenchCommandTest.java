@@ -43,7 +43,8 @@ class LinearBenchCommandTest {
         assertTrue(csv.stream().anyMatch(l -> l.startsWith("2048,flash,fwd,")), "flash beside linear\n" + csv);
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("Time per token, linear (fresh outputs) fwd+bwd, N = 4096 to 8192")
-                && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds"), md);
+                && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
+                && md.contains("fastest round of each N: max/min"), md);
     }
 
     @Test
