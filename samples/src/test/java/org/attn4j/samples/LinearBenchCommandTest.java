@@ -44,7 +44,7 @@ class LinearBenchCommandTest {
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("Time per token, linear (fresh outputs) fwd+bwd, N = 4096 to 8192")
                 && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
-                && md.contains("fastest round of each N: max/min"), md);
+                && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token"), md);
     }
 
     @Test

@@ -150,18 +150,18 @@ public final class LinearBenchCommand implements Callable<Integer> {
             inputs.put(n, inputs(n));
         }
         warmUp();
-        // Workspace variants first, fresh outputs after: freeing a GB of fresh pages leaves the kernel work
-        // (returning and zeroing pages) that would otherwise land in the next measurement.
+        // Fresh outputs last: freeing a GB of fresh pages leaves kernel work (returning and zeroing pages) that
+        // would otherwise land in the measurements after it.
         List<Row> rows = new ArrayList<>(linearRounds(log, sizes, inputs, new String[][] {{WORKSPACE, "fwd"},
             {ONE_THREAD, "fwd"}, {WORKSPACE, "fwd+bwd"}, {ONE_THREAD, "fwd+bwd"}}));
-        rows.addAll(linearRounds(log, sizes, inputs, new String[][] {{"linear", "fwd"}, {"linear", "fwd+bwd"}}));
         for (int n : sizes) {
             rows.addAll(flashRounds(log, n, inputs.get(n)));
             // Flash runs until it is the slower one in both passes: from there on it only gets worse.
-            if (!slower("linear", rows, n)) {
+            if (!flashFaster(rows, n)) {
                 break;
             }
         }
+        rows.addAll(linearRounds(log, sizes, inputs, new String[][] {{"linear", "fwd"}, {"linear", "fwd+bwd"}}));
         for (INDArray[] in : inputs.values()) {
             for (INDArray a : in) {
                 a.close();
@@ -178,13 +178,13 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** Whether {@code impl} was slower than the other at N in at least one pass. */
-    private static boolean slower(String impl, List<Row> rows, int n) {
-        for (String pass : new String[] {"fwd", "fwd+bwd"}) {
-            Optional<Row> a = find(rows, n, impl, pass);
-            Optional<Row> b = find(rows, n, impl.equals("linear") ? "flash" : "linear", pass);
-            if (a.isPresent() && b.isPresent() && a.get().ok() && b.get().ok()
-                    && a.get().medianMs() > b.get().medianMs()) {
+    /** Whether flash was faster than linear attention (reused workspace) at N in at least one pass. */
+    private static boolean flashFaster(List<Row> rows, int n) {
+        for (String pass : PASSES) {
+            Optional<Row> f = find(rows, n, "flash", pass);
+            Optional<Row> l = find(rows, n, WORKSPACE, pass);
+            if (f.isPresent() && l.isPresent() && f.get().ok() && l.get().ok()
+                    && l.get().medianMs() > f.get().medianMs()) {
                 return true;
             }
         }
@@ -443,10 +443,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
-                + "all N alike), the workspace variants' rounds first, then those of fresh outputs; one measurement = the median of back-to-back calls filling about %s s (at least "
+                + "all N alike), the workspace variants' rounds first, fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at least "
                 + "one, at most %d; after one untimed call in the first round); reported: the median over the "
-                + "rounds (each round's value is in the CSV). Flash attention (causal): the same rounds at one N at a "
-                + "time, after linear, from the smallest N until it is the slower one in both passes.%n",
+                + "rounds (each round's value is in the CSV). Flash attention (causal, fresh outputs): the same rounds at "
+                + "one N at a time, between the two, from the smallest N until it is slower than linear attention "
+                + "(reused workspace) in both passes; the crossover below compares both with fresh outputs.%n",
                 HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS));
         b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
                 + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
@@ -480,14 +481,17 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 flatness(b, rows, impl, pass);
             }
         }
-        Optional<Row> small = find(rows, FLAT_FROM_N, "linear", "fwd+bwd");
-        Optional<Row> big = find(rows, maxN, "linear", "fwd+bwd");
-        if (small.isPresent() && big.isPresent() && small.get().ok() && big.get().ok()
-                && small.get().peakIncreaseBytes() > 0) {
-            b.append(String.format(Locale.ROOT, "- Peak memory, linear fwd+bwd: %.1f MB at N = %d, %.1f MB at N = %d "
-                            + "(x%.1f for x%d tokens).%n", small.get().peakIncreaseBytes() / 1e6, FLAT_FROM_N,
-                    big.get().peakIncreaseBytes() / 1e6, maxN,
-                    big.get().peakIncreaseBytes() / (double) small.get().peakIncreaseBytes(), maxN / FLAT_FROM_N));
+        // Per token, so linear memory shows as a flat line; small N sit near the resolution of the measure
+        // (freed blocks are reused without new resident pages).
+        List<Row> peaks = rows.stream().filter(r -> r.ok() && r.impl().equals("linear") && r.pass().equals("fwd+bwd")
+                && r.n() >= FLAT_FROM_N && r.peakIncreaseBytes() >= 0).toList();
+        if (!peaks.isEmpty()) {
+            b.append(String.format(Locale.ROOT, "- Peak memory rise per token, linear fwd+bwd with fresh outputs "
+                    + "(O, dQ, dK, dV alone: %.2f KB per token):", 4.0 * HEAD_DIM * Float.BYTES / 1024));
+            for (Row r : peaks) {
+                b.append(String.format(Locale.ROOT, " %s %.2f KB%s", label(Math.log(r.n()) / Math.log(2)),
+                        r.peakIncreaseBytes() / 1024.0 / r.n(), r == peaks.get(peaks.size() - 1) ? ".\n" : ","));
+            }
         }
         for (String pass : new String[] {"fwd", "fwd+bwd"}) {
             String cross = "flash was never the slower one in the N measured";
