@@ -443,10 +443,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
-                + "all N alike), the workspace variants' rounds first, fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at least "
-                + "one, at most %d; after one untimed call in the first round); reported: the median over the "
-                + "rounds (each round's value is in the CSV). Flash attention (causal, fresh outputs): the same rounds at "
-                + "one N at a time, between the two, from the smallest N until it is slower than linear attention "
+                + "all N alike), the workspace variants' rounds first, fresh outputs' last; one measurement = "
+                + "the median of back-to-back calls filling about %s s (at least one, at most %d; after one "
+                + "untimed call in the first round); reported: the median over the rounds (each round's value is "
+                + "in the CSV). Flash attention (causal, fresh outputs): the same rounds at one N at a time, "
+                + "between the two, from the smallest N until it is slower than linear attention "
                 + "(reused workspace) in both passes; the crossover below compares both with fresh outputs.%n",
                 HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS));
         b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
