@@ -106,8 +106,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final int FLAT_FROM_N = 4096;
 
     /**
-     * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE} or "flash", {@code pass} "fwd" or
-     * "fwd+bwd"; {@code roundMs} the median call of each round (flash: one round), {@code medianMs} their median.
+     * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
+     * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the median call of each round, {@code medianMs} their
+     * median.
      */
     record Row(int n, String impl, String pass, double medianMs, int callsPerRound, double[] roundMs,
                long peakIncreaseBytes, String note) {
@@ -222,14 +223,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
         for (int round = 0; round < rounds; round++) {
             for (int n : sizes) {
                 for (String[] c : configs) {
-                    Sampled m = sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled());
-                    if (m.failure == null) {
-                        try {
-                            m.measure(() -> runOnce(c[0], c[1], inputs.get(n)), round == 0);
-                        } catch (RuntimeException | OutOfMemoryError e) {
-                            m.failure = e;
-                        }
-                    }
+                    sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled())
+                            .measure(() -> runOnce(c[0], c[1], inputs.get(n)), round == 0);
                 }
             }
             log.printf(Locale.ROOT, "round %d/%d of %s done%n", round + 1, rounds, configs[0][0]);
@@ -249,14 +244,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         Map<String, Sampled> sampled = new LinkedHashMap<>();
         for (int round = 0; round < rounds; round++) {
             for (String pass : PASSES) {
-                Sampled m = sampled.computeIfAbsent(pass, k -> new Sampled());
-                if (m.failure == null) {
-                    try {
-                        m.measure(() -> runOnce("flash", pass, in), round == 0);
-                    } catch (RuntimeException | OutOfMemoryError e) {
-                        m.failure = e;
-                    }
-                }
+                sampled.computeIfAbsent(pass, k -> new Sampled()).measure(() -> runOnce("flash", pass, in), round == 0);
             }
         }
         List<Row> rows = new ArrayList<>();
@@ -275,9 +263,21 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
         /**
          * One round: back-to-back calls (after one untimed call in the first round) filling about
-         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians.
+         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians. A failure
+         * is kept for the row and ends this configuration's rounds.
          */
         void measure(Runnable call, boolean first) {
+            if (failure != null) {
+                return;
+            }
+            try {
+                timeRound(call, first);
+            } catch (RuntimeException | OutOfMemoryError e) {
+                failure = e;
+            }
+        }
+
+        private void timeRound(Runnable call, boolean first) {
             PeakMemory memory = null;
             if (first) {
                 PeakMemory.collectGarbage();
