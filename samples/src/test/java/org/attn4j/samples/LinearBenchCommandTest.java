@@ -25,8 +25,8 @@ class LinearBenchCommandTest {
                 "--min-seconds", "0", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-linear.csv"));
-        assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,peak_increase_bytes,"
-                + "note", csv.get(0));
+        assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,paired_ratio,"
+                + "round_paired_ratio,peak_increase_bytes,note", csv.get(0));
         for (int n : new int[] {2048, 4096, 8192}) {
             for (String impl : new String[] {"linear", "linear-ws", "linear-ws-1t"}) {
                 for (String pass : new String[] {"fwd", "fwd+bwd"}) {
@@ -36,6 +36,12 @@ class LinearBenchCommandTest {
                     String[] f = row.split(",");
                     assertEquals("3", f[5], "rounds: " + row);
                     assertEquals(3, f[7].split(" ").length, "one median per round: " + row);
+                    // From 4096 up every round is paired with the reference N (8192 here) timed around it.
+                    assertEquals(n >= 4096 ? 3 : 0, f[9].isEmpty() ? 0 : f[9].split(" ").length, "paired: " + row);
+                    if (n == 8192) {
+                        double ratio = Double.parseDouble(f[8]);
+                        assertTrue(ratio > 0.2 && ratio < 5, "the reference against itself: " + row);
+                    }
                     assertTrue(row.endsWith(",\"\""), "finished: " + row);
                 }
             }
@@ -44,7 +50,8 @@ class LinearBenchCommandTest {
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("Time per token, linear (fresh outputs) fwd+bwd, N = 4096 to 8192")
                 && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
-                && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token"), md);
+                && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token")
+                && md.contains("N = 4096 to 8192: paired with N = 8192, max/min = "), md);
     }
 
     @Test

@@ -71,9 +71,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
             description = "Decay rate lambda (default: ${DEFAULT-VALUE}).")
     double decay;
 
-    @Option(names = "--rounds", paramLabel = "R", defaultValue = "9",
-            description = "Interleaved rounds: each round times linear attention at every N once, in turn, so a "
-                    + "slow spell of a shared machine hits all N alike; the median over rounds is reported "
+    @Option(names = "--rounds", paramLabel = "R", defaultValue = "15",
+            description = "Interleaved rounds: each round times linear attention at every N once, each N from 4096 "
+                    + "up between two timings of a reference N; medians over rounds are reported. Fewer than 15 "
+                    + "leave the flatness figure to the machine's noise on a shared 2-core VM "
                     + "(default: ${DEFAULT-VALUE}).")
     int rounds;
 
@@ -108,14 +109,21 @@ public final class LinearBenchCommand implements Callable<Integer> {
     /**
      * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
      * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the median call of each round, {@code medianMs} their
-     * median.
+     * median; {@code pairedRatios} each round's time per token over the reference N's timed around it (empty
+     * below {@link #FLAT_FROM_N} and for flash).
      */
     record Row(int n, String impl, String pass, double medianMs, int callsPerRound, double[] roundMs,
-               long peakIncreaseBytes, String note) {
+               double[] pairedRatios, long peakIncreaseBytes, String note) {
 
         static Row failed(int n, String impl, String pass, Throwable e) {
-            return new Row(n, impl, pass, Double.NaN, 0, new double[0], -1, "failed: " + e.getClass().getSimpleName()
-                    + ": " + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+            return new Row(n, impl, pass, Double.NaN, 0, new double[0], new double[0], -1, "failed: "
+                    + e.getClass().getSimpleName() + ": "
+                    + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+        }
+
+        /** Median over rounds of this N's time per token divided by the reference N's around it; NaN if unpaired. */
+        double pairedRatio() {
+            return pairedRatios.length == 0 ? Double.NaN : GemmRate.median(pairedRatios);
         }
 
         boolean ok() {
@@ -142,10 +150,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         Files.createDirectories(out);
         PrintWriter log = spec.commandLine().getOut();
         MachineInfo machine = MachineInfo.current();
-        List<Integer> sizes = new ArrayList<>();
-        for (long n = minN; n <= maxN; n *= 2) {
-            sizes.add((int) n);
-        }
+        List<Integer> sizes = sizes();
         Map<Integer, INDArray[]> inputs = new LinkedHashMap<>();
         for (int n : sizes) {
             inputs.put(n, inputs(n));
@@ -177,6 +182,15 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 out.resolve(AttentionBenchReport.MARKDOWN));
         log.flush();
         return 0;
+    }
+
+    /** N = {@link #minN}, doubling, up to {@link #maxN}. */
+    private List<Integer> sizes() {
+        List<Integer> sizes = new ArrayList<>();
+        for (long n = minN; n <= maxN; n *= 2) {
+            sizes.add((int) n);
+        }
+        return sizes;
     }
 
     /** Whether flash was faster than linear attention (reused workspace) at N in at least one pass. */
@@ -214,17 +228,35 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     /**
      * Linear attention configurations ({impl, pass}) at every N, in {@link #rounds} interleaved rounds: round r
-     * times every N and configuration once before round r + 1 starts. The first round also measures each
-     * configuration's peak memory, starting from a collected heap.
+     * times every configuration at every N once before round r + 1 starts. From {@link #FLAT_FROM_N} up, each
+     * measurement is paired: the same configuration at the reference N ({@link #referenceN}) is timed just
+     * before and just after it, and the ratio of time per token to their mean is kept (paired benchmarking: a
+     * slow spell of the shared machine that spans the pair cancels out of the ratio). The first round also
+     * measures each configuration's peak memory, starting from a collected heap.
      */
     private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs,
                                    String[][] configs) {
         Map<String, Sampled> sampled = new LinkedHashMap<>();
+        int reference = referenceN(sizes);
         for (int round = 0; round < rounds; round++) {
-            for (int n : sizes) {
-                for (String[] c : configs) {
-                    sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled())
-                            .measure(() -> runOnce(c[0], c[1], inputs.get(n)), round == 0);
+            boolean first = round == 0;
+            for (String[] c : configs) {
+                Sampled around = sampled.computeIfAbsent("reference/" + c[0] + "/" + c[1], k -> new Sampled());
+                Runnable referenceCall = () -> runOnce(c[0], c[1], inputs.get(reference));
+                double before = Double.NaN;
+                for (int n : sizes) {
+                    Sampled at = sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled());
+                    if (n < FLAT_FROM_N) {
+                        at.measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
+                        continue;
+                    }
+                    if (Double.isNaN(before)) {
+                        before = around.measure(referenceCall, false);
+                    }
+                    double ms = at.measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
+                    double after = around.measure(referenceCall, false);
+                    at.pair(ms / n, (before + after) / 2 / reference);
+                    before = after;
                 }
             }
             log.printf(Locale.ROOT, "round %d/%d of %s done%n", round + 1, rounds, configs[0][0]);
@@ -237,6 +269,15 @@ public final class LinearBenchCommand implements Callable<Integer> {
             }
         }
         return rows;
+    }
+
+    /**
+     * The N every measurement from {@link #FLAT_FROM_N} up is paired with: the third size from there (16384 by
+     * default), short enough that a 0.5 s measurement holds several calls.
+     */
+    private static int referenceN(List<Integer> sizes) {
+        List<Integer> paired = sizes.stream().filter(n -> n >= FLAT_FROM_N).toList();
+        return paired.isEmpty() ? sizes.get(sizes.size() - 1) : paired.get(Math.min(2, paired.size() - 1));
     }
 
     /** Flash attention at one N, both passes, in {@link #rounds} rounds alternating the passes. */
@@ -257,31 +298,43 @@ public final class LinearBenchCommand implements Callable<Integer> {
     /** The samples of one configuration over the rounds. */
     private final class Sampled {
         private final List<Double> roundMs = new ArrayList<>();
+        private final List<Double> pairedRatios = new ArrayList<>();
         private int calls;
         private long peak = -1;
         private Throwable failure;
 
         /**
-         * One round: back-to-back calls (after one untimed call in the first round) filling about
-         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians. A failure
+         * One round: back-to-back calls (after one untimed call the first time) filling about
+         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians and is
+         * returned (NaN after a failure). With {@code peak}, the first time also measures peak memory. A failure
          * is kept for the row and ends this configuration's rounds.
          */
-        void measure(Runnable call, boolean first) {
+        double measure(Runnable call, boolean peak) {
             if (failure != null) {
-                return;
+                return Double.NaN;
             }
             try {
-                timeRound(call, first);
+                return timeRound(call, peak);
             } catch (RuntimeException | OutOfMemoryError e) {
                 failure = e;
+                return Double.NaN;
             }
         }
 
-        private void timeRound(Runnable call, boolean first) {
+        /** Keeps this round's time per token over the reference's around it, when both were measured. */
+        void pair(double msPerToken, double referenceMsPerToken) {
+            if (!Double.isNaN(msPerToken) && !Double.isNaN(referenceMsPerToken)) {
+                pairedRatios.add(msPerToken / referenceMsPerToken);
+            }
+        }
+
+        private double timeRound(Runnable call, boolean peak) {
             PeakMemory memory = null;
-            if (first) {
-                PeakMemory.collectGarbage();
-                memory = PeakMemory.start();
+            if (calls == 0) {
+                if (peak) {
+                    PeakMemory.collectGarbage();
+                    memory = PeakMemory.start();
+                }
                 long t0 = System.nanoTime();
                 call.run();
                 double firstMs = (System.nanoTime() - t0) / 1e6;
@@ -294,9 +347,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 ms[r] = (System.nanoTime() - t0) / 1e6;
             }
             if (memory != null) {
-                peak = memory.stop().increaseBytes();
+                this.peak = memory.stop().increaseBytes();
             }
-            roundMs.add(GemmRate.median(ms));
+            double median = GemmRate.median(ms);
+            roundMs.add(median);
+            return median;
         }
 
         Row row(int n, String impl, String pass) {
@@ -304,7 +359,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 return Row.failed(n, impl, pass, failure);
             }
             double[] r = roundMs.stream().mapToDouble(Double::doubleValue).toArray();
-            return new Row(n, impl, pass, GemmRate.median(r), calls, r, peak, "");
+            double[] p = pairedRatios.stream().mapToDouble(Double::doubleValue).toArray();
+            return new Row(n, impl, pass, GemmRate.median(r), calls, r, p, peak, "");
         }
     }
 
@@ -374,20 +430,26 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private static void writeCsv(Path file, List<Row> rows) throws IOException {
         StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,"
-                + "peak_increase_bytes,note\n");
+                + "paired_ratio,round_paired_ratio,peak_increase_bytes,note\n");
         for (Row r : rows) {
-            StringBuilder each = new StringBuilder();
-            for (double ms : r.roundMs()) {
-                each.append(each.length() == 0 ? "" : " ").append(String.format(Locale.ROOT, "%.3f", ms));
-            }
-            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
+            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
                     r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.roundMs().length,
-                    r.callsPerRound(), each,
+                    r.callsPerRound(), joined(r.roundMs(), "%.3f"),
+                    r.ok() && r.pairedRatios().length > 0 ? String.format(Locale.ROOT, "%.4f", r.pairedRatio()) : "",
+                    joined(r.pairedRatios(), "%.4f"),
                     r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()),
                     r.note().replace("\"", "'")));
         }
         Files.writeString(file, b, StandardCharsets.UTF_8);
+    }
+
+    private static String joined(double[] values, String format) {
+        StringBuilder each = new StringBuilder();
+        for (double v : values) {
+            each.append(each.length() == 0 ? "" : " ").append(String.format(Locale.ROOT, format, v));
+        }
+        return each.toString();
     }
 
     private static void writeChart(Path file, List<Row> rows) throws IOException {
@@ -442,14 +504,19 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
-                + "rounds, each timing every N and variant once in turn (a slow spell of the shared machine hits "
-                + "all N alike), the workspace variants' rounds first, fresh outputs' last; one measurement = "
-                + "the median of back-to-back calls filling about %s s (at least one, at most %d; after one "
-                + "untimed call in the first round); reported: the median over the rounds (each round's value is "
-                + "in the CSV). Flash attention (causal, fresh outputs): the same rounds at one N at a time, "
+                + "rounds, each timing every variant at every N once, the workspace variants' rounds first, "
+                + "fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at "
+                + "least one, at most %d; after one untimed call the first time); reported: the median over the "
+                + "rounds (each round's value is in the CSV). Flatness is judged on paired measurements: from "
+                + "N = %d up, the same variant at N = %d is timed just before and just after each measurement, "
+                + "and the ratio of time per token to their mean is kept; a slow spell of the shared machine "
+                + "that spans the three cancels out of the ratio (on this machine the same call's time moves by "
+                + "up to 50 %% from one second to the next). The flatness figure is the "
+                + "max/min over N of the median ratios. Flash attention (causal, fresh outputs): the same rounds at one N at a time, "
                 + "between the two, from the smallest N until it is slower than linear attention "
                 + "(reused workspace) in both passes; the crossover below compares both with fresh outputs.%n",
-                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS));
+                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS, FLAT_FROM_N,
+                referenceN(sizes())));
         b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
                 + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');
@@ -513,9 +580,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     /**
      * Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass: the
-     * max/min of the medians over rounds (the figure judged against the target), the range of the same ratio
-     * within single rounds, and the max/min of each N's fastest round (interference on a shared machine only
-     * ever adds time, so the fastest rounds show the op's own scaling best; reported beside, not instead).
+     * max/min of the paired ratios' medians (the figure judged against the target: each N against the
+     * reference N timed just before and after it, so the machine's slow spells cancel), the max/min of the
+     * plain medians over rounds, the range of that ratio within single rounds, and the max/min of each N's
+     * fastest round.
      */
     private void flatness(StringBuilder b, List<Row> rows, String impl, String pass) {
         List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
@@ -544,14 +612,18 @@ public final class LinearBenchCommand implements Callable<Integer> {
             bestLo = Math.min(bestLo, best);
             bestHi = Math.max(bestHi, best);
         }
+        double pairedLo = mine.stream().mapToDouble(Row::pairedRatio).min().orElseThrow();
+        double pairedHi = mine.stream().mapToDouble(Row::pairedRatio).max().orElseThrow();
         String what = switch (impl) {
             case WORKSPACE -> "linear (outputs in a reused workspace)";
             case ONE_THREAD -> "linear (reused workspace, one thread)";
             default -> "linear (fresh outputs)";
         };
-        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: %.3f to %.3f µs, max/min = "
-                        + "%.2f (target: within 1.15); within single rounds max/min %.2f to %.2f; fastest round "
-                        + "of each N: max/min %.2f.%n", what, pass, FLAT_FROM_N, maxN, lo, hi, hi / lo,
+        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: paired with N = %d, max/min = "
+                        + "%.2f (target: within 1.15; ratios %.3f to %.3f); unpaired medians %.3f to %.3f µs, "
+                        + "max/min %.2f; within single rounds max/min %.2f to %.2f; fastest round of each N: "
+                        + "max/min %.2f.%n", what, pass, FLAT_FROM_N, maxN, referenceN(sizes()), pairedHi / pairedLo,
+                pairedLo, pairedHi, lo, hi, hi / lo,
                 Arrays.stream(perRound).min().orElseThrow(), Arrays.stream(perRound).max().orElseThrow(),
                 bestHi / bestLo));
     }
