@@ -26,7 +26,7 @@ class LinearBenchCommandTest {
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-linear.csv"));
         assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,paired_ratio,"
-                + "round_paired_ratio,peak_increase_bytes,note", csv.get(0));
+                + "round_paired_ratio,round_first_call_ms,peak_increase_bytes,note", csv.get(0));
         for (int n : new int[] {2048, 4096, 8192}) {
             for (String impl : new String[] {"linear", "linear-ws", "linear-ws-1t"}) {
                 for (String pass : new String[] {"fwd", "fwd+bwd"}) {
@@ -42,6 +42,7 @@ class LinearBenchCommandTest {
                         double ratio = Double.parseDouble(f[8]);
                         assertTrue(ratio > 0.2 && ratio < 5, "the reference against itself: " + row);
                     }
+                    assertEquals(3, f[10].split(" ").length, "one untimed first call per round: " + row);
                     assertTrue(row.endsWith(",\"\""), "finished: " + row);
                 }
             }
@@ -51,7 +52,8 @@ class LinearBenchCommandTest {
         assertTrue(md.contains("Time per token, linear (fresh outputs) fwd+bwd, N = 4096 to 8192")
                 && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
                 && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token")
-                && md.contains("N = 4096 to 8192: paired with N = 8192, max/min = "), md);
+                && md.contains("N = 4096 to 8192: paired with N = 8192, max/min = ")
+                && md.contains("First call of each round at N = 8192"), md);
     }
 
     @Test

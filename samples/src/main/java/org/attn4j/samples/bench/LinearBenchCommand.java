@@ -110,13 +110,13 @@ public final class LinearBenchCommand implements Callable<Integer> {
      * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
      * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the median call of each round, {@code medianMs} their
      * median; {@code pairedRatios} each round's time per token over the reference N's timed around it (empty
-     * below {@link #FLAT_FROM_N} and for flash).
+     * below {@link #FLAT_FROM_N} and for flash); {@code firstCallMs} each round's untimed first call.
      */
     record Row(int n, String impl, String pass, double medianMs, int callsPerRound, double[] roundMs,
-               double[] pairedRatios, long peakIncreaseBytes, String note) {
+               double[] pairedRatios, double[] firstCallMs, long peakIncreaseBytes, String note) {
 
         static Row failed(int n, String impl, String pass, Throwable e) {
-            return new Row(n, impl, pass, Double.NaN, 0, new double[0], new double[0], -1, "failed: "
+            return new Row(n, impl, pass, Double.NaN, 0, new double[0], new double[0], new double[0], -1, "failed: "
                     + e.getClass().getSimpleName() + ": "
                     + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
         }
@@ -299,6 +299,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private final class Sampled {
         private final List<Double> roundMs = new ArrayList<>();
         private final List<Double> pairedRatios = new ArrayList<>();
+        private final List<Double> firstCallMs = new ArrayList<>();
         private int calls;
         private long peak = -1;
         private Throwable failure;
@@ -330,21 +331,24 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
         private double timeRound(Runnable call, boolean peak) {
             PeakMemory memory = null;
+            if (peak && calls == 0) {
+                PeakMemory.collectGarbage();
+                memory = PeakMemory.start();
+            }
+            // Untimed for the median: the first call after other work re-faults memory this VM took back
+            // (virtio-balloon free page reporting); back-to-back calls, as in a training loop, do not. Kept apart.
+            long t0 = System.nanoTime();
+            call.run();
+            double firstMs = (System.nanoTime() - t0) / 1e6;
+            firstCallMs.add(firstMs);
             if (calls == 0) {
-                if (peak) {
-                    PeakMemory.collectGarbage();
-                    memory = PeakMemory.start();
-                }
-                long t0 = System.nanoTime();
-                call.run();
-                double firstMs = (System.nanoTime() - t0) / 1e6;
                 calls = (int) Math.min(MAX_RUNS, Math.max(1, Math.ceil(minSeconds * 1000 / Math.max(firstMs, 1e-3))));
             }
             double[] ms = new double[calls];
             for (int r = 0; r < calls; r++) {
-                long t0 = System.nanoTime();
+                long t1 = System.nanoTime();
                 call.run();
-                ms[r] = (System.nanoTime() - t0) / 1e6;
+                ms[r] = (System.nanoTime() - t1) / 1e6;
             }
             if (memory != null) {
                 this.peak = memory.stop().increaseBytes();
@@ -360,7 +364,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
             }
             double[] r = roundMs.stream().mapToDouble(Double::doubleValue).toArray();
             double[] p = pairedRatios.stream().mapToDouble(Double::doubleValue).toArray();
-            return new Row(n, impl, pass, GemmRate.median(r), calls, r, p, peak, "");
+            double[] f = firstCallMs.stream().mapToDouble(Double::doubleValue).toArray();
+            return new Row(n, impl, pass, GemmRate.median(r), calls, r, p, f, peak, "");
         }
     }
 
@@ -430,14 +435,14 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private static void writeCsv(Path file, List<Row> rows) throws IOException {
         StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,"
-                + "paired_ratio,round_paired_ratio,peak_increase_bytes,note\n");
+                + "paired_ratio,round_paired_ratio,round_first_call_ms,peak_increase_bytes,note\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
+            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
                     r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.roundMs().length,
                     r.callsPerRound(), joined(r.roundMs(), "%.3f"),
                     r.ok() && r.pairedRatios().length > 0 ? String.format(Locale.ROOT, "%.4f", r.pairedRatio()) : "",
-                    joined(r.pairedRatios(), "%.4f"),
+                    joined(r.pairedRatios(), "%.4f"), joined(r.firstCallMs(), "%.3f"),
                     r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()),
                     r.note().replace("\"", "'")));
         }
@@ -506,7 +511,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every variant at every N once, the workspace variants' rounds first, "
                 + "fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at "
-                + "least one, at most %d; after one untimed call the first time); reported: the median over the "
+                + "least one, at most %d) after one untimed call (the steady state of a loop calling the op: the "
+                + "first call after other work re-faults memory this VM has taken back, see the fresh-output "
+                + "line below); reported: the median over the "
                 + "rounds (each round's value is in the CSV). Flatness is judged on paired measurements: from "
                 + "N = %d up, the same variant at N = %d is timed just before and just after each measurement, "
                 + "and the ratio of time per token to their mean is kept; a slow spell of the shared machine "
@@ -561,6 +568,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                         r.peakIncreaseBytes() / 1024.0 / r.n(), r == peaks.get(peaks.size() - 1) ? ".\n" : ","));
             }
         }
+        firstCalls(b, rows);
         for (String pass : new String[] {"fwd", "fwd+bwd"}) {
             String cross = "flash was never the slower one in the N measured";
             for (long n = minN; n <= maxN; n *= 2) {
@@ -576,6 +584,29 @@ public final class LinearBenchCommand implements Callable<Integer> {
             b.append("- Crossover with flash attention, ").append(pass).append(": ").append(cross).append(".\n");
         }
         return b.toString();
+    }
+
+    /**
+     * Appends, at the largest N, the untimed first call of each round (median over rounds) beside the timed
+     * calls, fresh outputs and reused workspace: what a call costs when the memory it needs was freed a while
+     * before.
+     */
+    private void firstCalls(StringBuilder b, List<Row> rows) {
+        StringBuilder each = new StringBuilder();
+        for (String impl : new String[] {"linear", WORKSPACE}) {
+            for (String pass : PASSES) {
+                Optional<Row> r = find(rows, maxN, impl, pass);
+                if (r.isPresent() && r.get().ok() && r.get().firstCallMs().length > 0) {
+                    each.append(String.format(Locale.ROOT, "%s%s %s %.3f (timed calls %.3f)",
+                            each.length() == 0 ? "" : "; ", impl.equals(WORKSPACE) ? "reused workspace" : "fresh outputs",
+                            pass, GemmRate.median(r.get().firstCallMs()) * 1000.0 / maxN, r.get().usPerToken()));
+                }
+            }
+        }
+        if (each.length() > 0) {
+            b.append("- First call of each round at N = ").append(maxN).append(", after the other N ran, µs/token "
+                    + "(median over rounds): ").append(each).append(".\n");
+        }
     }
 
     /**
