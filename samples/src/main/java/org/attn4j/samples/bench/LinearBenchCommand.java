@@ -305,17 +305,17 @@ public final class LinearBenchCommand implements Callable<Integer> {
         private Throwable failure;
 
         /**
-         * One round: back-to-back calls (after one untimed call the first time) filling about
-         * {@link #minSeconds}, as a training loop makes them; their median joins the round medians and is
-         * returned (NaN after a failure). With {@code peak}, the first time also measures peak memory. A failure
-         * is kept for the row and ends this configuration's rounds.
+         * One round: one untimed call, then back-to-back calls filling about {@link #minSeconds}, as a training
+         * loop makes them; their median joins the round medians and is returned (NaN after a failure). With
+         * {@code withPeak}, the first round also measures peak memory. A failure is kept for the row and ends
+         * this configuration's rounds.
          */
-        double measure(Runnable call, boolean peak) {
+        double measure(Runnable call, boolean withPeak) {
             if (failure != null) {
                 return Double.NaN;
             }
             try {
-                return timeRound(call, peak);
+                return timeRound(call, withPeak);
             } catch (RuntimeException | OutOfMemoryError e) {
                 failure = e;
                 return Double.NaN;
@@ -329,9 +329,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
             }
         }
 
-        private double timeRound(Runnable call, boolean peak) {
+        private double timeRound(Runnable call, boolean withPeak) {
             PeakMemory memory = null;
-            if (peak && calls == 0) {
+            if (withPeak && calls == 0) {
                 PeakMemory.collectGarbage();
                 memory = PeakMemory.start();
             }
@@ -351,7 +351,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 ms[r] = (System.nanoTime() - t1) / 1e6;
             }
             if (memory != null) {
-                this.peak = memory.stop().increaseBytes();
+                peak = memory.stop().increaseBytes();
             }
             double median = GemmRate.median(ms);
             roundMs.add(median);
@@ -592,19 +592,20 @@ public final class LinearBenchCommand implements Callable<Integer> {
      * before.
      */
     private void firstCalls(StringBuilder b, List<Row> rows) {
+        int largest = sizes().get(sizes().size() - 1);
         StringBuilder each = new StringBuilder();
         for (String impl : new String[] {"linear", WORKSPACE}) {
             for (String pass : PASSES) {
-                Optional<Row> r = find(rows, maxN, impl, pass);
+                Optional<Row> r = find(rows, largest, impl, pass);
                 if (r.isPresent() && r.get().ok() && r.get().firstCallMs().length > 0) {
                     each.append(String.format(Locale.ROOT, "%s%s %s %.3f (timed calls %.3f)",
                             each.length() == 0 ? "" : "; ", impl.equals(WORKSPACE) ? "reused workspace" : "fresh outputs",
-                            pass, GemmRate.median(r.get().firstCallMs()) * 1000.0 / maxN, r.get().usPerToken()));
+                            pass, GemmRate.median(r.get().firstCallMs()) * 1000.0 / largest, r.get().usPerToken()));
                 }
             }
         }
         if (each.length() > 0) {
-            b.append("- First call of each round at N = ").append(maxN).append(", after the other N ran, µs/token "
+            b.append("- First call of each round at N = ").append(largest).append(", after the other N ran, µs/token "
                     + "(median over rounds): ").append(each).append(".\n");
         }
     }
