@@ -437,7 +437,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
         StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,"
                 + "paired_ratio,round_paired_ratio,round_first_call_ms,peak_increase_bytes,note\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(), r.pass(),
+            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(),
+                    r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
                     r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.roundMs().length,
                     r.callsPerRound(), joined(r.roundMs(), "%.3f"),
@@ -512,15 +513,15 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 + "rounds, each timing every variant at every N once, the workspace variants' rounds first, "
                 + "fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at "
                 + "least one, at most %d) after one untimed call (the steady state of a loop calling the op: the "
-                + "first call after other work re-faults memory this VM has taken back, see the fresh-output "
-                + "line below); reported: the median over the "
-                + "rounds (each round's value is in the CSV). Flatness is judged on paired measurements: from "
-                + "N = %d up, the same variant at N = %d is timed just before and just after each measurement, "
-                + "and the ratio of time per token to their mean is kept; a slow spell of the shared machine "
-                + "that spans the three cancels out of the ratio (on this machine the same call's time moves by "
-                + "up to 50 %% from one second to the next). The flatness figure is the "
-                + "max/min over N of the median ratios. Flash attention (causal, fresh outputs): the same rounds at one N at a time, "
-                + "between the two, from the smallest N until it is slower than linear attention "
+                + "first call after other work re-faults memory this VM has taken back, see the first-call line "
+                + "below); reported: the median over the rounds (each round's value is in the CSV). Flatness is "
+                + "judged on paired measurements: from N = %d up, the same variant at N = %d is timed just before "
+                + "and just after each measurement, and the ratio of time per token to their mean is kept; a slow "
+                + "spell of the shared machine that spans the three cancels out of the ratio (on this machine the "
+                + "same call's time can change by half or more from one second to the next). The flatness figure "
+                + "is the max/min over N of the median ratios. Flash attention (causal, fresh outputs): the same "
+                + "rounds at one N at a time, between the two, from the smallest N until it is slower than linear "
+                + "attention "
                 + "(reused workspace) in both passes; the crossover below compares both with fresh outputs.%n",
                 HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS, FLAT_FROM_N,
                 referenceN(sizes())));
@@ -599,7 +600,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 Optional<Row> r = find(rows, largest, impl, pass);
                 if (r.isPresent() && r.get().ok() && r.get().firstCallMs().length > 0) {
                     each.append(String.format(Locale.ROOT, "%s%s %s %.3f (timed calls %.3f)",
-                            each.length() == 0 ? "" : "; ", impl.equals(WORKSPACE) ? "reused workspace" : "fresh outputs",
+                            each.length() == 0 ? "" : "; ",
+                            impl.equals(WORKSPACE) ? "reused workspace" : "fresh outputs",
                             pass, GemmRate.median(r.get().firstCallMs()) * 1000.0 / largest, r.get().usPerToken()));
                 }
             }
