@@ -193,6 +193,12 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return sizes;
     }
 
+    /** The largest N measured ({@link #maxN} when it is {@link #minN} times a power of two). */
+    private int largestN() {
+        List<Integer> sizes = sizes();
+        return sizes.get(sizes.size() - 1);
+    }
+
     /** Whether flash was faster than linear attention (reused workspace) at N in at least one pass. */
     private static boolean flashFaster(List<Row> rows, int n) {
         for (String pass : PASSES) {
@@ -532,8 +538,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 + "fwd / fwd+bwd | µs/token, reused workspace, one thread fwd / fwd+bwd | linear peak fwd / fwd+bwd "
                 + "| flash fwd | flash fwd+bwd | flash peak fwd / fwd+bwd |\n");
         b.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (long n = minN; n <= maxN; n *= 2) {
-            int nn = (int) n;
+        for (int nn : sizes()) {
             Optional<Row> lf = find(rows, nn, "linear", "fwd");
             Optional<Row> lb = find(rows, nn, "linear", "fwd+bwd");
             b.append(String.format(Locale.ROOT, "| %d | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s "
@@ -572,9 +577,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         firstCalls(b, rows);
         for (String pass : new String[] {"fwd", "fwd+bwd"}) {
             String cross = "flash was never the slower one in the N measured";
-            for (long n = minN; n <= maxN; n *= 2) {
-                Optional<Row> f = find(rows, (int) n, "flash", pass);
-                Optional<Row> l = find(rows, (int) n, "linear", pass);
+            for (int n : sizes()) {
+                Optional<Row> f = find(rows, n, "flash", pass);
+                Optional<Row> l = find(rows, n, "linear", pass);
                 if (f.isPresent() && l.isPresent() && f.get().ok() && l.get().ok()
                         && f.get().medianMs() > l.get().medianMs()) {
                     cross = (n == minN ? "at or below N = " : "between N = " + n / 2 + " and ") + n
@@ -593,7 +598,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
      * before.
      */
     private void firstCalls(StringBuilder b, List<Row> rows) {
-        int largest = sizes().get(sizes().size() - 1);
+        int largest = largestN();
         StringBuilder each = new StringBuilder();
         for (String impl : new String[] {"linear", WORKSPACE}) {
             for (String pass : PASSES) {
@@ -656,7 +661,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: paired with N = %d, max/min = "
                         + "%.2f (target: within 1.15; ratios %.3f to %.3f); unpaired medians %.3f to %.3f µs, "
                         + "max/min %.2f; within single rounds max/min %.2f to %.2f; fastest round of each N: "
-                        + "max/min %.2f.%n", what, pass, FLAT_FROM_N, maxN, referenceN(sizes()), pairedHi / pairedLo,
+                        + "max/min %.2f.%n", what, pass, FLAT_FROM_N, largestN(), referenceN(sizes()), pairedHi / pairedLo,
                 pairedLo, pairedHi, lo, hi, hi / lo,
                 Arrays.stream(perRound).min().orElseThrow(), Arrays.stream(perRound).max().orElseThrow(),
                 bestHi / bestLo));
