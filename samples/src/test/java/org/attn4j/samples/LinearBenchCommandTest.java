@@ -25,7 +25,7 @@ class LinearBenchCommandTest {
                 "--min-seconds", "0", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-linear.csv"));
-        assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,paired_ratio,"
+        assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_mean_ms,paired_ratio,"
                 + "round_paired_ratio,round_first_call_ms,peak_increase_bytes,note", csv.get(0));
         for (int n : new int[] {2048, 4096, 8192}) {
             for (String impl : new String[] {"linear", "linear-ws", "linear-ws-1t"}) {
@@ -35,7 +35,7 @@ class LinearBenchCommandTest {
                             .orElseThrow(() -> new AssertionError(prefix + " missing\n" + csv));
                     String[] f = row.split(",");
                     assertEquals("3", f[5], "rounds: " + row);
-                    assertEquals(3, f[7].split(" ").length, "one median per round: " + row);
+                    assertEquals(3, f[7].split(" ").length, "one mean per round: " + row);
                     // From 4096 up every round is paired with the reference N (8192 here) timed around it.
                     assertEquals(n >= 4096 ? 3 : 0, f[9].isEmpty() ? 0 : f[9].split(" ").length, "paired: " + row);
                     if (n == 8192) {

@@ -80,7 +80,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "0.5",
             description = "Each measurement times back-to-back calls filling about S seconds (at least one, at "
-                    + "most " + MAX_RUNS + ") and takes their median (default: ${DEFAULT-VALUE}).")
+                    + "most " + MAX_RUNS + ") and takes their mean: total time over calls (default: ${DEFAULT-VALUE}).")
     double minSeconds;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
@@ -108,7 +108,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     /**
      * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
-     * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the median call of each round, {@code medianMs} their
+     * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the mean call of each round, {@code medianMs} their
      * median; {@code pairedRatios} each round's time per token over the reference N's timed around it (empty
      * below {@link #FLAT_FROM_N} and for flash); {@code firstCallMs} each round's untimed first call.
      */
@@ -312,7 +312,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
         /**
          * One round: one untimed call, then back-to-back calls filling about {@link #minSeconds}, as a training
-         * loop makes them; their median joins the round medians and is returned (NaN after a failure). With
+         * loop makes them; their mean (total time over calls) joins the round values and is returned (NaN after a
+         * failure). The mean, not the median call: at N = 1M one call is the whole window and absorbs every pause
+         * of the machine in it, so shorter calls must be charged for theirs too; the median call of a window at
+         * N = 16K skips them and made N = 1M look 9-15 % slower per token than it is. With
          * {@code withPeak}, the first round also measures peak memory. A failure is kept for the row and ends
          * this configuration's rounds.
          */
@@ -341,7 +344,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 PeakMemory.collectGarbage();
                 memory = PeakMemory.start();
             }
-            // Untimed for the median: the first call after other work re-faults memory this VM took back
+            // Untimed for the mean: the first call after other work re-faults memory this VM took back
             // (virtio-balloon free page reporting); back-to-back calls, as in a training loop, do not. Kept apart.
             long t0 = System.nanoTime();
             call.run();
@@ -350,18 +353,16 @@ public final class LinearBenchCommand implements Callable<Integer> {
             if (calls == 0) {
                 calls = (int) Math.min(MAX_RUNS, Math.max(1, Math.ceil(minSeconds * 1000 / Math.max(firstMs, 1e-3))));
             }
-            double[] ms = new double[calls];
+            long t1 = System.nanoTime();
             for (int r = 0; r < calls; r++) {
-                long t1 = System.nanoTime();
                 call.run();
-                ms[r] = (System.nanoTime() - t1) / 1e6;
             }
+            double mean = (System.nanoTime() - t1) / 1e6 / calls;
             if (memory != null) {
                 peak = memory.stop().increaseBytes();
             }
-            double median = GemmRate.median(ms);
-            roundMs.add(median);
-            return median;
+            roundMs.add(mean);
+            return mean;
         }
 
         Row row(int n, String impl, String pass) {
@@ -440,7 +441,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     private static void writeCsv(Path file, List<Row> rows) throws IOException {
-        StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_median_ms,"
+        StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_mean_ms,"
                 + "paired_ratio,round_paired_ratio,round_first_call_ms,peak_increase_bytes,note\n");
         for (Row r : rows) {
             b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(),
@@ -517,8 +518,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every variant at every N once, the workspace variants' rounds first, "
-                + "fresh outputs' last; one measurement = the median of back-to-back calls filling about %s s (at "
-                + "least one, at most %d) after one untimed call (the steady state of a loop calling the op: the "
+                + "fresh outputs' last; one measurement = the mean of back-to-back calls filling about %s s (at "
+                + "least one, at most %d; their total time over the calls, as one call at N = 1M is timed) after one "
+                + "untimed call (the steady state of a loop calling the op: the "
                 + "first call after other work re-faults memory this VM has taken back, see the first-call line "
                 + "below); reported: the median over the rounds (each round's value is in the CSV). Flatness is "
                 + "judged on paired measurements: from N = %d up, the same variant at N = %d is timed just before "
