@@ -53,6 +53,7 @@ class LinearBenchCommandTest {
                 && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
                 && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token")
                 && md.contains("N = 4096 to 8192: paired with N = 8192, max/min = ")
+                && md.contains("trend through every paired round (least squares on log N): ")
                 && md.contains("First call of each round at N = 8192"), md);
     }
 

@@ -105,6 +105,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final String[] PASSES = {"fwd", "fwd+bwd"};
     /** The flat-time target is judged from here up (the issue: "from 4K to 1M"). */
     private static final int FLAT_FROM_N = 4096;
+    /** Seed of {@link SizeTrend}'s bootstrap, fixed so the report can be recomputed from the CSV. */
+    private static final long TREND_SEED = 1;
 
     /**
      * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
@@ -623,8 +625,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
      * Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass: the
      * max/min of the paired ratios' medians (the figure judged against the target: each N against the
      * reference N timed just before and after it, so the machine's slow spells cancel), the max/min of the
-     * plain medians over rounds, the range of that ratio within single rounds, and the max/min of each N's
-     * fastest round.
+     * plain medians over rounds, the range of that ratio within single rounds, the max/min of each N's
+     * fastest round, and the {@link SizeTrend} fitted to every paired round.
      */
     private void flatness(StringBuilder b, List<Row> rows, String impl, String pass) {
         List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
@@ -655,6 +657,16 @@ public final class LinearBenchCommand implements Callable<Integer> {
         }
         double pairedLo = mine.stream().mapToDouble(Row::pairedRatio).min().orElseThrow();
         double pairedHi = mine.stream().mapToDouble(Row::pairedRatio).max().orElseThrow();
+        List<Row> paired = mine.stream().filter(r -> r.pairedRatios().length > 0).toList();
+        String trend = "";
+        if (paired.size() >= 2) {
+            SizeTrend t = SizeTrend.fit(paired.stream().mapToInt(Row::n).toArray(),
+                    paired.stream().map(Row::pairedRatios).toArray(double[][]::new), TREND_SEED);
+            trend = String.format(Locale.ROOT, "; trend through every paired round (least squares on log N): "
+                    + "%+.1f %% from N = %d to %d, 90 %% bootstrap interval %+.1f %% to %+.1f %%",
+                    100 * t.change(), paired.get(0).n(), paired.get(paired.size() - 1).n(), 100 * t.low(),
+                    100 * t.high());
+        }
         String what = switch (impl) {
             case WORKSPACE -> "linear (outputs in a reused workspace)";
             case ONE_THREAD -> "linear (reused workspace, one thread)";
@@ -663,10 +675,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: paired with N = %d, max/min = "
                         + "%.2f (target: within 1.15; ratios %.3f to %.3f); unpaired medians %.3f to %.3f µs, "
                         + "max/min %.2f; within single rounds max/min %.2f to %.2f; fastest round of each N: "
-                        + "max/min %.2f.%n", what, pass, FLAT_FROM_N, largestN(), referenceN(sizes()), pairedHi / pairedLo,
-                pairedLo, pairedHi, lo, hi, hi / lo,
+                        + "max/min %.2f%s.%n", what, pass, FLAT_FROM_N, largestN(), referenceN(sizes()),
+                pairedHi / pairedLo, pairedLo, pairedHi, lo, hi, hi / lo,
                 Arrays.stream(perRound).min().orElseThrow(), Arrays.stream(perRound).max().orElseThrow(),
-                bestHi / bestLo));
+                bestHi / bestLo, trend));
     }
 
     private static String time(Optional<Row> r) {
