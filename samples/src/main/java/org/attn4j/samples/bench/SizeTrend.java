@@ -53,13 +53,7 @@ public record SizeTrend(double change, double low, double high) {
                 y[i][r] = Math.log(ratios[i][r]);
             }
         }
-        double span = Double.NEGATIVE_INFINITY;
-        double first = Double.POSITIVE_INFINITY;
-        for (double v : x) {
-            span = Math.max(span, v);
-            first = Math.min(first, v);
-        }
-        span -= first;
+        double span = Arrays.stream(x).max().orElseThrow() - Arrays.stream(x).min().orElseThrow();
         if (span == 0) {
             throw new IllegalArgumentException("SizeTrend: all lengths are equal; a trend needs two distinct N");
         }
