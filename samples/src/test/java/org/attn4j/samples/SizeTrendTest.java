@@ -36,7 +36,7 @@ class SizeTrendTest {
 
     @Test
     void intervalHoldsTheTrueTrendUnderNoise() {
-        // The machine's noise in one bench run: paired ratios spread about 30 % in log space, 15 rounds.
+        // The machine's noise in one bench run: times per token spread about 30 % in log space, 15 rounds.
         SizeTrend flat = SizeTrend.fit(N, ratios(1.0, 0.3, 15, 2), 7);
         assertTrue(flat.low() < 0 && flat.high() > 0, "a flat op's interval holds 0: " + flat);
         SizeTrend growing = SizeTrend.fit(N, ratios(1.05, 0.05, 15, 3), 7);
@@ -57,12 +57,12 @@ class SizeTrendTest {
         assertTrue(e.getMessage().contains("two distinct N"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class,
                 () -> SizeTrend.fit(new int[] {4096, 8192}, new double[][] {{1.0}, {0.0}}, 1));
-        assertTrue(e.getMessage().contains("expected a positive finite ratio"), e.getMessage());
+        assertTrue(e.getMessage().contains("expected a positive finite time"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class,
                 () -> SizeTrend.fit(new int[] {4096, 8192}, new double[][] {{1.0}, {}}, 1));
         assertTrue(e.getMessage().contains("at least one round"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class,
                 () -> SizeTrend.fit(new int[] {4096}, new double[][] {{1.0}, {1.0}}, 1));
-        assertTrue(e.getMessage().contains("1 lengths but 2 ratio lists"), e.getMessage());
+        assertTrue(e.getMessage().contains("1 lengths but 2 value lists"), e.getMessage());
     }
 }

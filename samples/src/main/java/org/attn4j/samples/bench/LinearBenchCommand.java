@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Random;
 import java.util.concurrent.Callable;
 
 import org.attn4j.ops.flash.AttentionGradients;
@@ -72,15 +73,21 @@ public final class LinearBenchCommand implements Callable<Integer> {
     double decay;
 
     @Option(names = "--rounds", paramLabel = "R", defaultValue = "15",
-            description = "Interleaved rounds: each round times linear attention at every N once, each N from 4096 "
-                    + "up between two timings of a reference N; medians over rounds are reported. Fewer than 15 "
-                    + "leave the flatness figure to the machine's noise on a shared 2-core VM "
-                    + "(default: ${DEFAULT-VALUE}).")
+            description = "Interleaved rounds: each round times every linear attention variant at every N once, "
+                    + "the N in a shuffled order; medians over rounds are reported. Fewer than 15 leave the "
+                    + "flatness figure to the machine's noise on a shared 2-core VM (default: ${DEFAULT-VALUE}).")
     int rounds;
 
+    @Option(names = "--window-tokens", paramLabel = "T", defaultValue = "0",
+            description = "From N = " + FLAT_FROM_N + " up, each measurement times T/N back-to-back calls (at least "
+                    + "one): the same number of tokens at every N, so every N meets the machine's slow spells "
+                    + "alike; 0 means the largest N (default: ${DEFAULT-VALUE}).")
+    long windowTokens;
+
     @Option(names = "--min-seconds", paramLabel = "S", defaultValue = "0.5",
-            description = "Each measurement times back-to-back calls filling about S seconds (at least one, at "
-                    + "most " + MAX_RUNS + ") and takes their mean: total time over calls (default: ${DEFAULT-VALUE}).")
+            description = "Below N = " + FLAT_FROM_N + " and for flash attention, each measurement times "
+                    + "back-to-back calls filling about S seconds (at least one, at most " + MAX_RUNS + ") "
+                    + "(default: ${DEFAULT-VALUE}).")
     double minSeconds;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
@@ -107,25 +114,21 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final int FLAT_FROM_N = 4096;
     /** Seed of {@link SizeTrend}'s bootstrap, fixed so the report can be recomputed from the CSV. */
     private static final long TREND_SEED = 1;
+    /** Seed of the order of N within each round. */
+    private static final long ORDER_SEED = 7;
 
     /**
      * One measured configuration: {@code impl} is "linear", {@value #WORKSPACE}, {@value #ONE_THREAD} or "flash",
      * {@code pass} "fwd" or "fwd+bwd"; {@code roundMs} the mean call of each round, {@code medianMs} their
-     * median; {@code pairedRatios} each round's time per token over the reference N's timed around it (empty
-     * below {@link #FLAT_FROM_N} and for flash); {@code firstCallMs} each round's untimed first call.
+     * median; {@code firstCallMs} each round's untimed first call.
      */
     record Row(int n, String impl, String pass, double medianMs, int callsPerRound, double[] roundMs,
-               double[] pairedRatios, double[] firstCallMs, long peakIncreaseBytes, String note) {
+               double[] firstCallMs, long peakIncreaseBytes, String note) {
 
         static Row failed(int n, String impl, String pass, Throwable e) {
-            return new Row(n, impl, pass, Double.NaN, 0, new double[0], new double[0], new double[0], -1, "failed: "
+            return new Row(n, impl, pass, Double.NaN, 0, new double[0], new double[0], -1, "failed: "
                     + e.getClass().getSimpleName() + ": "
                     + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
-        }
-
-        /** Median over rounds of this N's time per token divided by the reference N's around it; NaN if unpaired. */
-        double pairedRatio() {
-            return pairedRatios.length == 0 ? Double.NaN : GemmRate.median(pairedRatios);
         }
 
         boolean ok() {
@@ -141,6 +144,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
     public Integer call() throws IOException {
         if (!(minSeconds >= 0) || Double.isInfinite(minSeconds)) {
             throw new UserInputException("--min-seconds must be finite and >= 0, got " + minSeconds);
+        }
+        if (windowTokens < 0) {
+            throw new UserInputException("--window-tokens must be >= 0 (0: the largest N), got " + windowTokens);
         }
         if (minN < 1 || maxN < minN || rounds < 1) {
             throw new UserInputException("need 1 <= --min-n <= --max-n and --rounds >= 1, got " + minN + ", "
@@ -236,35 +242,25 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     /**
      * Linear attention configurations ({impl, pass}) at every N, in {@link #rounds} interleaved rounds: round r
-     * times every configuration at every N once before round r + 1 starts. From {@link #FLAT_FROM_N} up, each
-     * measurement is paired: the same configuration at the reference N ({@link #referenceN}) is timed just
-     * before and just after it, and the ratio of time per token to their mean is kept (paired benchmarking: a
-     * slow spell of the shared machine that spans the pair cancels out of the ratio). The first round also
-     * measures each configuration's peak memory, starting from a collected heap.
+     * times every configuration at every N once, the N in an order shuffled anew each round (seeded), before
+     * round r + 1 starts. From {@link #FLAT_FROM_N} up every measurement covers the same number of tokens
+     * ({@link #windowTokens()}), so the shared machine's slow spells, which come and go within seconds, are as
+     * likely to fall in a window at one N as at another, and the median over rounds sets aside the windows they
+     * hit alike at every N. The first round also measures each configuration's peak memory, starting from a
+     * collected heap.
      */
     private List<Row> linearRounds(PrintWriter log, List<Integer> sizes, Map<Integer, INDArray[]> inputs,
                                    String[][] configs) {
         Map<String, Sampled> sampled = new LinkedHashMap<>();
-        int reference = referenceN(sizes);
+        Random order = new Random(ORDER_SEED);
         for (int round = 0; round < rounds; round++) {
             boolean first = round == 0;
             for (String[] c : configs) {
-                Sampled around = sampled.computeIfAbsent("reference/" + c[0] + "/" + c[1], k -> new Sampled());
-                Runnable referenceCall = () -> runOnce(c[0], c[1], inputs.get(reference));
-                double before = Double.NaN;
-                for (int n : sizes) {
-                    Sampled at = sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled());
-                    if (n < FLAT_FROM_N) {
-                        at.measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
-                        continue;
-                    }
-                    if (Double.isNaN(before)) {
-                        before = around.measure(referenceCall, false);
-                    }
-                    double ms = at.measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
-                    double after = around.measure(referenceCall, false);
-                    at.pair(ms / n, (before + after) / 2 / reference);
-                    before = after;
+                List<Integer> shuffled = new ArrayList<>(sizes);
+                java.util.Collections.shuffle(shuffled, order);
+                for (int n : shuffled) {
+                    sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled(n))
+                            .measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
                 }
             }
             log.printf(Locale.ROOT, "round %d/%d of %s done%n", round + 1, rounds, configs[0][0]);
@@ -279,13 +275,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return rows;
     }
 
-    /**
-     * The N every measurement from {@link #FLAT_FROM_N} up is paired with: the third size from there (16384 by
-     * default), short enough that a 0.5 s measurement holds several calls.
-     */
-    private static int referenceN(List<Integer> sizes) {
-        List<Integer> paired = sizes.stream().filter(n -> n >= FLAT_FROM_N).toList();
-        return paired.isEmpty() ? sizes.get(sizes.size() - 1) : paired.get(Math.min(2, paired.size() - 1));
+    /** Tokens in one measurement from {@link #FLAT_FROM_N} up: {@code --window-tokens}, or the largest N. */
+    private long windowTokens() {
+        return windowTokens > 0 ? windowTokens : largestN();
     }
 
     /** Flash attention at one N, both passes, in {@link #rounds} rounds alternating the passes. */
@@ -293,7 +285,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
         Map<String, Sampled> sampled = new LinkedHashMap<>();
         for (int round = 0; round < rounds; round++) {
             for (String pass : PASSES) {
-                sampled.computeIfAbsent(pass, k -> new Sampled()).measure(() -> runOnce("flash", pass, in), round == 0);
+                sampled.computeIfAbsent(pass, k -> new Sampled(0)).measure(() -> runOnce("flash", pass, in),
+                        round == 0);
             }
         }
         List<Row> rows = new ArrayList<>();
@@ -306,42 +299,44 @@ public final class LinearBenchCommand implements Callable<Integer> {
     /** The samples of one configuration over the rounds. */
     private final class Sampled {
         private final List<Double> roundMs = new ArrayList<>();
-        private final List<Double> pairedRatios = new ArrayList<>();
         private final List<Double> firstCallMs = new ArrayList<>();
+        /** The sequence length whose window is counted in tokens; 0 for a window counted in seconds. */
+        private final int tokensOf;
         private int calls;
         private long peak = -1;
         private Throwable failure;
 
         /**
-         * One round: one untimed call, then back-to-back calls filling about {@link #minSeconds}, as a training
-         * loop makes them; their mean (total time over calls) joins the round values and is returned (NaN after a
-         * failure). The mean, not the median call: at N = 1M one call is the whole window and absorbs every pause
-         * of the machine in it, so shorter calls must be charged for theirs too. Measured (10 rounds, 1M between
-         * two 16K windows): with the median call at 16K, 1M looked 9 % (fwd+bwd) and 15 % (fwd) slower per token;
-         * with the mean, 7 % and 4 % faster. With
-         * {@code withPeak}, the first round also measures peak memory. A failure is kept for the row and ends
-         * this configuration's rounds.
+         * @param n the configuration's N when its windows hold {@link #windowTokens()} tokens (N at or above
+         *          {@link #FLAT_FROM_N}), otherwise any N below that or 0: windows of about {@link #minSeconds}
          */
-        double measure(Runnable call, boolean withPeak) {
+        Sampled(int n) {
+            this.tokensOf = n >= FLAT_FROM_N ? n : 0;
+        }
+
+        /**
+         * One round: one untimed call, then back-to-back calls as a training loop makes them, their mean (total
+         * time over calls) joins the round values. The window holds {@link #windowTokens()} tokens from
+         * {@link #FLAT_FROM_N} up, about {@link #minSeconds} below. The mean, not the median call: at N = 1M one
+         * call is the whole window and absorbs every pause of the machine in it, so shorter calls must be charged
+         * for theirs too; and the same tokens per window, not the same seconds, so that every N is exposed to
+         * those pauses alike. Measured with ND4J's reused workspace, fwd+bwd, two threads, 15 rounds: windows of
+         * 1M tokens at every N gave medians within 1.10 of each other from 4K to 1M, where windows of 0.5 s
+         * paired with a reference N had given 1.48. With {@code withPeak}, the first round also measures peak
+         * memory. A failure is kept for the row and ends this configuration's rounds.
+         */
+        void measure(Runnable call, boolean withPeak) {
             if (failure != null) {
-                return Double.NaN;
+                return;
             }
             try {
-                return timeRound(call, withPeak);
+                timeRound(call, withPeak);
             } catch (RuntimeException | OutOfMemoryError e) {
                 failure = e;
-                return Double.NaN;
             }
         }
 
-        /** Keeps this round's time per token over the reference's around it, when both were measured. */
-        void pair(double msPerToken, double referenceMsPerToken) {
-            if (!Double.isNaN(msPerToken) && !Double.isNaN(referenceMsPerToken)) {
-                pairedRatios.add(msPerToken / referenceMsPerToken);
-            }
-        }
-
-        private double timeRound(Runnable call, boolean withPeak) {
+        private void timeRound(Runnable call, boolean withPeak) {
             PeakMemory memory = null;
             if (withPeak && calls == 0) {
                 PeakMemory.collectGarbage();
@@ -354,7 +349,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
             double firstMs = (System.nanoTime() - t0) / 1e6;
             firstCallMs.add(firstMs);
             if (calls == 0) {
-                calls = (int) Math.min(MAX_RUNS, Math.max(1, Math.ceil(minSeconds * 1000 / Math.max(firstMs, 1e-3))));
+                calls = tokensOf > 0 ? (int) Math.max(1, windowTokens() / tokensOf)
+                        : (int) Math.min(MAX_RUNS, Math.max(1, Math.ceil(minSeconds * 1000 / Math.max(firstMs, 1e-3))));
             }
             long t1 = System.nanoTime();
             for (int r = 0; r < calls; r++) {
@@ -365,7 +361,6 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 peak = memory.stop().increaseBytes();
             }
             roundMs.add(mean);
-            return mean;
         }
 
         Row row(int n, String impl, String pass) {
@@ -373,9 +368,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 return Row.failed(n, impl, pass, failure);
             }
             double[] r = roundMs.stream().mapToDouble(Double::doubleValue).toArray();
-            double[] p = pairedRatios.stream().mapToDouble(Double::doubleValue).toArray();
             double[] f = firstCallMs.stream().mapToDouble(Double::doubleValue).toArray();
-            return new Row(n, impl, pass, GemmRate.median(r), calls, r, p, f, peak, "");
+            return new Row(n, impl, pass, GemmRate.median(r), calls, r, f, peak, "");
         }
     }
 
@@ -445,15 +439,13 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private static void writeCsv(Path file, List<Row> rows) throws IOException {
         StringBuilder b = new StringBuilder("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_mean_ms,"
-                + "paired_ratio,round_paired_ratio,round_first_call_ms,peak_increase_bytes,note\n");
+                + "round_first_call_ms,peak_increase_bytes,note\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,%s,%s,\"%s\"%n", r.n(), r.impl(),
+            b.append(String.format(Locale.ROOT, "%d,%s,%s,%s,%s,%d,%d,%s,%s,%s,\"%s\"%n", r.n(), r.impl(),
                     r.pass(),
                     r.ok() ? String.format(Locale.ROOT, "%.3f", r.medianMs()) : "",
                     r.ok() ? String.format(Locale.ROOT, "%.4f", r.usPerToken()) : "", r.roundMs().length,
-                    r.callsPerRound(), joined(r.roundMs(), "%.3f"),
-                    r.ok() && r.pairedRatios().length > 0 ? String.format(Locale.ROOT, "%.4f", r.pairedRatio()) : "",
-                    joined(r.pairedRatios(), "%.4f"), joined(r.firstCallMs(), "%.3f"),
+                    r.callsPerRound(), joined(r.roundMs(), "%.3f"), joined(r.firstCallMs(), "%.3f"),
                     r.peakIncreaseBytes() < 0 ? "" : Long.toString(r.peakIncreaseBytes()),
                     r.note().replace("\"", "'")));
         }
@@ -520,22 +512,20 @@ public final class LinearBenchCommand implements Callable<Integer> {
                 command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
-                + "rounds, each timing every variant at every N once, the workspace variants' rounds first, "
-                + "fresh outputs' last; one measurement = the mean of back-to-back calls filling about %s s (at "
-                + "least one, at most %d; their total time over the calls, as one call at N = 1M is timed) after one "
-                + "untimed call (the steady state of a loop calling the op: the "
-                + "first call after other work re-faults memory this VM has taken back, see the first-call line "
-                + "below); reported: the median over the rounds (each round's value is in the CSV). Flatness is "
-                + "judged on paired measurements: from N = %d up, the same variant at N = %d is timed just before "
-                + "and just after each measurement, and the ratio of time per token to their mean is kept; a slow "
-                + "spell of the shared machine that spans the three cancels out of the ratio (on this machine the "
-                + "same call's time can change by half or more from one second to the next). The flatness figure "
-                + "is the max/min over N of the median ratios. Flash attention (causal, fresh outputs): the same "
-                + "rounds at one N at a time, between the two, from the smallest N until it is slower than linear "
-                + "attention "
-                + "(reused workspace) in both passes; the crossover below compares both with fresh outputs.%n",
-                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, minSeconds, MAX_RUNS, FLAT_FROM_N,
-                referenceN(sizes())));
+                + "rounds, each timing every variant at every N once, the N in a shuffled order, the workspace "
+                + "variants' rounds first, fresh outputs' last. One measurement = one untimed call (the steady "
+                + "state of a loop calling the op: the first call after other work re-faults memory this VM has "
+                + "taken back, see the first-call line below), then back-to-back calls, their total time over the "
+                + "calls; from N = %d up the calls cover %d tokens at every N (one call at the largest N), below "
+                + "that they fill about %s s. Equal tokens, not equal seconds: this machine slows down by 2x to 10x "
+                + "for spells of up to a few seconds, a window at the largest N cannot avoid them, so the windows "
+                + "at every other N must meet them as often. Reported: the median over the rounds (each round's "
+                + "value is in the CSV); the flatness figure is the max/min over N of these medians. Flash "
+                + "attention (causal, fresh outputs): rounds at one N at a time, windows of about %s s, between "
+                + "the two, from the smallest N until it is slower than linear attention (reused workspace) in "
+                + "both passes; the crossover below compares both with fresh outputs.%n",
+                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, FLAT_FROM_N, windowTokens(), minSeconds,
+                minSeconds));
         b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
                 + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
         b.append(summary(rows)).append('\n');
@@ -624,10 +614,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     /**
      * Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass: the
-     * max/min of the paired ratios' medians (the figure judged against the target: each N against the
-     * reference N timed just before and after it, so the machine's slow spells cancel), the max/min of the
-     * plain medians over rounds, the range of that ratio within single rounds, the max/min of each N's
-     * fastest round, and the {@link SizeTrend} fitted to every paired round.
+     * max/min over N of the medians over rounds (the figure judged against the target), the range of that ratio
+     * within single rounds, the max/min of each N's fastest round, and the {@link SizeTrend} fitted to every
+     * round.
      */
     private void flatness(StringBuilder b, List<Row> rows, String impl, String pass) {
         List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
@@ -656,30 +645,22 @@ public final class LinearBenchCommand implements Callable<Integer> {
             bestLo = Math.min(bestLo, best);
             bestHi = Math.max(bestHi, best);
         }
-        double pairedLo = mine.stream().mapToDouble(Row::pairedRatio).min().orElseThrow();
-        double pairedHi = mine.stream().mapToDouble(Row::pairedRatio).max().orElseThrow();
-        List<Row> paired = mine.stream().filter(r -> r.pairedRatios().length > 0).toList();
-        String trend = "";
-        if (paired.size() >= 2) {
-            SizeTrend t = SizeTrend.fit(paired.stream().mapToInt(Row::n).toArray(),
-                    paired.stream().map(Row::pairedRatios).toArray(double[][]::new), TREND_SEED);
-            trend = String.format(Locale.ROOT, "; trend through every paired round (least squares on log N): "
-                    + "%+.1f %% from N = %d to %d, 90 %% bootstrap interval %+.1f %% to %+.1f %%",
-                    100 * t.change(), paired.get(0).n(), paired.get(paired.size() - 1).n(), 100 * t.low(),
-                    100 * t.high());
-        }
+        double[][] usPerRound = mine.stream().map(r -> Arrays.stream(r.roundMs()).map(ms -> ms * 1000.0 / r.n())
+                .toArray()).toArray(double[][]::new);
+        SizeTrend t = SizeTrend.fit(mine.stream().mapToInt(Row::n).toArray(), usPerRound, TREND_SEED);
         String what = switch (impl) {
             case WORKSPACE -> "linear (outputs in a reused workspace)";
             case ONE_THREAD -> "linear (reused workspace, one thread)";
             default -> "linear (fresh outputs)";
         };
-        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: paired with N = %d, max/min = "
-                        + "%.2f (target: within 1.15; ratios %.3f to %.3f); unpaired medians %.3f to %.3f µs, "
-                        + "max/min %.2f; within single rounds max/min %.2f to %.2f; fastest round of each N: "
-                        + "max/min %.2f%s.%n", what, pass, FLAT_FROM_N, largestN(), referenceN(sizes()),
-                pairedHi / pairedLo, pairedLo, pairedHi, lo, hi, hi / lo,
+        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: medians over rounds %.3f to "
+                        + "%.3f µs, max/min = %.2f (target: within 1.15); within single rounds max/min %.2f to %.2f; "
+                        + "fastest round of each N: max/min %.2f; trend through every round (least squares of "
+                        + "ln time per token on log N): %+.1f %% from N = %d to %d, 90 %% bootstrap interval %+.1f %% "
+                        + "to %+.1f %%.%n", what, pass, FLAT_FROM_N, largestN(), lo, hi, hi / lo,
                 Arrays.stream(perRound).min().orElseThrow(), Arrays.stream(perRound).max().orElseThrow(),
-                bestHi / bestLo, trend));
+                bestHi / bestLo, 100 * t.change(), mine.get(0).n(), mine.get(mine.size() - 1).n(), 100 * t.low(),
+                100 * t.high()));
     }
 
     private static String time(Optional<Row> r) {

@@ -4,9 +4,9 @@ import java.util.Arrays;
 import java.util.Random;
 
 /**
- * How time per token changes with the sequence length, fitted to every paired round at once: the least-squares
- * line through {@code ln(ratio)} against {@code log2(N)}, read as the relative change from the smallest to the
- * largest N, with a percentile bootstrap interval over rounds.
+ * How time per token changes with the sequence length, fitted to every round at once: the least-squares line
+ * through {@code ln(time per token)} against {@code log2(N)}, read as the relative change from the smallest to
+ * the largest N, with a percentile bootstrap interval over rounds.
  *
  * <p>Why beside the max/min of per-N medians: on a shared VM whose speed swings by half from one second to the
  * next, each N's median over 15 rounds is still off by several percent, and the max/min over nine N adds up the
@@ -26,31 +26,31 @@ public record SizeTrend(double change, double low, double high) {
      * Fits the trend.
      *
      * @param n      the sequence lengths, at least two distinct
-     * @param ratios per length, one paired ratio (time per token over the reference's) per round; every entry
-     *               positive, each length with at least one round
+     * @param values per length, one time per token per round (any unit, or a ratio to a reference); every
+     *               entry positive, each length with at least one round
      * @param seed   seed of the bootstrap's resampling, so a report can be recomputed
-     * @throws IllegalArgumentException on fewer than two distinct lengths, an empty or non-positive ratio list
+     * @throws IllegalArgumentException on fewer than two distinct lengths, an empty list or a non-positive value
      */
-    public static SizeTrend fit(int[] n, double[][] ratios, long seed) {
-        if (n.length != ratios.length) {
-            throw new IllegalArgumentException("SizeTrend: " + n.length + " lengths but " + ratios.length
-                    + " ratio lists");
+    public static SizeTrend fit(int[] n, double[][] values, long seed) {
+        if (n.length != values.length) {
+            throw new IllegalArgumentException("SizeTrend: " + n.length + " lengths but " + values.length
+                    + " value lists");
         }
         double[] x = new double[n.length];
         double[][] y = new double[n.length][];
         for (int i = 0; i < n.length; i++) {
-            if (n[i] < 1 || ratios[i].length == 0) {
-                throw new IllegalArgumentException("SizeTrend: N = " + n[i] + " with " + ratios[i].length
+            if (n[i] < 1 || values[i].length == 0) {
+                throw new IllegalArgumentException("SizeTrend: N = " + n[i] + " with " + values[i].length
                         + " rounds; need N >= 1 and at least one round");
             }
             x[i] = Math.log(n[i]) / Math.log(2);
-            y[i] = new double[ratios[i].length];
-            for (int r = 0; r < ratios[i].length; r++) {
-                if (!(ratios[i][r] > 0) || Double.isInfinite(ratios[i][r])) {
-                    throw new IllegalArgumentException("SizeTrend: ratio " + ratios[i][r] + " at N = " + n[i]
-                            + "; expected a positive finite ratio");
+            y[i] = new double[values[i].length];
+            for (int r = 0; r < values[i].length; r++) {
+                if (!(values[i][r] > 0) || Double.isInfinite(values[i][r])) {
+                    throw new IllegalArgumentException("SizeTrend: value " + values[i][r] + " at N = " + n[i]
+                            + "; expected a positive finite time");
                 }
-                y[i][r] = Math.log(ratios[i][r]);
+                y[i][r] = Math.log(values[i][r]);
             }
         }
         double span = Arrays.stream(x).max().orElseThrow() - Arrays.stream(x).min().orElseThrow();
