@@ -320,9 +320,10 @@ public final class LinearBenchCommand implements Callable<Integer> {
          * {@link #FLAT_FROM_N} up, about {@link #minSeconds} below. The mean, not the median call: at N = 1M one
          * call is the whole window and absorbs every pause of the machine in it, so shorter calls must be charged
          * for theirs too; and the same tokens per window, not the same seconds, so that every N is exposed to
-         * those pauses alike. Measured with ND4J's reused workspace, fwd+bwd, two threads, 15 rounds: windows of
-         * 1M tokens at every N gave medians within 1.10 of each other from 4K to 1M, where windows of 0.5 s
-         * paired with a reference N had given 1.48. With {@code withPeak}, the first round also measures peak
+         * those pauses alike. Measured, reused workspace, fwd+bwd, two threads: windows of 1M tokens at every
+         * N gave medians within 1.10 of each other from 4K to 1M (a harness, 15 rounds) and 1.11 (this bench, 21
+         * rounds), where 0.5 s windows had given 1.28, and 1.48 as ratios to a 16K reference timed around each
+         * (25 rounds). With {@code withPeak}, the first round also measures peak
          * memory. A failure is kept for the row and ends this configuration's rounds.
          */
         void measure(Runnable call, boolean withPeak) {
