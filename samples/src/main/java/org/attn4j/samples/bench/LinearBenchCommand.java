@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -257,7 +258,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             boolean first = round == 0;
             for (String[] c : configs) {
                 List<Integer> shuffled = new ArrayList<>(sizes);
-                java.util.Collections.shuffle(shuffled, order);
+                Collections.shuffle(shuffled, order);
                 for (int n : shuffled) {
                     sampled.computeIfAbsent(n + "/" + c[0] + "/" + c[1], k -> new Sampled(n))
                             .measure(() -> runOnce(c[0], c[1], inputs.get(n)), first);
@@ -627,27 +628,22 @@ public final class LinearBenchCommand implements Callable<Integer> {
         }
         double lo = mine.stream().mapToDouble(Row::usPerToken).min().orElseThrow();
         double hi = mine.stream().mapToDouble(Row::usPerToken).max().orElseThrow();
-        int roundCount = mine.stream().mapToInt(r -> r.roundMs().length).min().orElseThrow();
+        double[][] usPerRound = mine.stream().map(r -> Arrays.stream(r.roundMs()).map(ms -> ms * 1000.0 / r.n())
+                .toArray()).toArray(double[][]::new);
+        int roundCount = Arrays.stream(usPerRound).mapToInt(u -> u.length).min().orElseThrow();
         double[] perRound = new double[roundCount];
         for (int k = 0; k < roundCount; k++) {
             double rl = Double.MAX_VALUE;
             double rh = 0;
-            for (Row r : mine) {
-                double us = r.roundMs()[k] * 1000.0 / r.n();
-                rl = Math.min(rl, us);
-                rh = Math.max(rh, us);
+            for (double[] u : usPerRound) {
+                rl = Math.min(rl, u[k]);
+                rh = Math.max(rh, u[k]);
             }
             perRound[k] = rh / rl;
         }
-        double bestLo = Double.MAX_VALUE;
-        double bestHi = 0;
-        for (Row r : mine) {
-            double best = Arrays.stream(r.roundMs()).min().orElseThrow() * 1000.0 / r.n();
-            bestLo = Math.min(bestLo, best);
-            bestHi = Math.max(bestHi, best);
-        }
-        double[][] usPerRound = mine.stream().map(r -> Arrays.stream(r.roundMs()).map(ms -> ms * 1000.0 / r.n())
-                .toArray()).toArray(double[][]::new);
+        double[] best = Arrays.stream(usPerRound).mapToDouble(u -> Arrays.stream(u).min().orElseThrow()).toArray();
+        double bestLo = Arrays.stream(best).min().orElseThrow();
+        double bestHi = Arrays.stream(best).max().orElseThrow();
         SizeTrend t = SizeTrend.fit(mine.stream().mapToInt(Row::n).toArray(), usPerRound, TREND_SEED);
         String what = switch (impl) {
             case WORKSPACE -> "linear (outputs in a reused workspace)";
