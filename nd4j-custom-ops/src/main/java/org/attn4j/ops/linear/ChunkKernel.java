@@ -1,16 +1,16 @@
 package org.attn4j.ops.linear;
 
 import org.attn4j.ops.Flat;
+import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
-import org.attn4j.ops.Views;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * The chunked causal kernels of {@link LinearAttention}, one instance per worker thread (it owns its
  * scratch buffers). Each phase works on one chunk, or one (batch, head) for the scans; see
- * {@link LinearAttention} for the formulas. Products are ND4J gemms; the element-wise work (decay
+ * {@link LinearAttention} for the formulas. Products are BLAS gemms on blocks of the flat buffers
+ * ({@link Gemm}: no ND4J view per chunk); the element-wise work (decay
  * mask, row weights, the scans over the {@code D x D} states) runs in Java on the flat buffers
  * ({@link Flat}). Arrays are C-ordered and offset-free.
  */
@@ -33,15 +33,14 @@ final class ChunkKernel {
         int d = s.headDim();
         ChunkTables tab = plan.tables(h, c);
         long kOff = plan.kOffset(b, h / s.group(), t);
-        INDArray kt = Views.matrix(k, kOff, c, d);
-        INDArray vt = Views.matrix(v, kOff, c, d);
+        long qOff = plan.qOffset(b, h, t);
         INDArray a = buffer(0, c, c);
-        Nd4j.gemm(Views.matrix(q, plan.qOffset(b, h, t), c, d), kt, a, false, true, 1.0, 0.0);
+        Gemm.mul(q, qOff, false, k, kOff, true, a, 0, c, c, d, 1.0, 0.0);
         Flat.of(a).multiply(tab.mask, c * c);
-        Nd4j.gemm(a, vt, Views.matrix(out, plan.qOffset(b, h, t), c, d), false, false, 1.0, 0.0);
+        Gemm.mul(a, 0, false, v, kOff, false, out, qOff, c, d, c, 1.0, 0.0);
         INDArray kd = buffer(1, c, d);
         Flat.of(kd).scaledRows(Flat.of(k), kOff, tab.out, c, d);
-        Nd4j.gemm(kd, vt, plan.state(states, b, h, t), true, false, 1.0, 0.0);
+        Gemm.mul(kd, 0, true, v, kOff, false, states, plan.stateOffset(b, h, t), d, d, c, 1.0, 0.0);
     }
 
     /**
@@ -56,10 +55,10 @@ final class ChunkKernel {
     void forwardInter(INDArray q, INDArray out, INDArray states, int b, int h, int t) {
         int c = plan.length(t);
         int d = s.headDim();
+        long qOff = plan.qOffset(b, h, t);
         INDArray qa = buffer(1, c, d);
-        Flat.of(qa).scaledRows(Flat.of(q), plan.qOffset(b, h, t), plan.tables(h, c).in, c, d);
-        Nd4j.gemm(qa, plan.state(states, b, h, t), Views.matrix(out, plan.qOffset(b, h, t), c, d),
-                false, false, 1.0, 1.0);
+        Flat.of(qa).scaledRows(Flat.of(q), qOff, plan.tables(h, c).in, c, d);
+        Gemm.mul(qa, 0, false, states, plan.stateOffset(b, h, t), false, out, qOff, c, d, d, 1.0, 1.0);
     }
 
     /**
@@ -72,37 +71,30 @@ final class ChunkKernel {
         int c = plan.length(t);
         int d = s.headDim();
         long kOff = plan.kOffset(b, hk, t);
-        INDArray kt = Views.matrix(k, kOff, c, d);
-        INDArray vt = Views.matrix(v, kOff, c, d);
-        INDArray dkt = Views.matrix(dk, kOff, c, d);
-        INDArray dvt = Views.matrix(dv, kOff, c, d);
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             ChunkTables tab = plan.tables(h, c);
             long qOff = plan.qOffset(b, h, t);
-            INDArray qt = Views.matrix(q, qOff, c, d);
-            INDArray dot = Views.matrix(dOut, qOff, c, d);
-            INDArray dqt = Views.matrix(dq, qOff, c, d);
-            INDArray entering = plan.state(states, b, h, t);
+            long stOff = plan.stateOffset(b, h, t);
             INDArray dp = buffer(0, c, c);
-            Nd4j.gemm(dot, vt, dp, false, true, 1.0, 0.0);
+            Gemm.mul(dOut, qOff, false, v, kOff, true, dp, 0, c, c, d, 1.0, 0.0);
             INDArray a = buffer(4, c, c);
-            Nd4j.gemm(qt, kt, a, false, true, 1.0, 0.0);
+            Gemm.mul(q, qOff, false, k, kOff, true, a, 0, c, c, d, 1.0, 0.0);
             if (dDecay != null) {
-                dDecay[h] += decayIntra(tab, qt, dOut, qOff, a, dp, entering, c);
+                dDecay[h] += decayIntra(tab, q, dOut, qOff, a, dp, states, stOff, c);
             }
             Flat.of(dp).multiply(tab.mask, c * c);
-            Nd4j.gemm(dp, kt, dqt, false, false, 1.0, 0.0);
+            Gemm.mul(dp, 0, false, k, kOff, false, dq, qOff, c, d, c, 1.0, 0.0);
             double first = g == 0 ? 0.0 : 1.0;       // dK, dV start uninitialised: the group's first head writes
-            Nd4j.gemm(dp, qt, dkt, true, false, 1.0, first);
+            Gemm.mul(dp, 0, true, q, qOff, false, dk, kOff, c, d, c, 1.0, first);
             Flat.of(a).multiply(tab.mask, c * c);
-            Nd4j.gemm(a, dot, dvt, true, false, 1.0, first);
+            Gemm.mul(a, 0, true, dOut, qOff, false, dv, kOff, c, d, c, 1.0, first);
             INDArray doa = buffer(1, c, d);
             Flat.of(doa).scaledRows(Flat.of(dOut), qOff, tab.in, c, d);
-            Nd4j.gemm(doa, entering, dqt, false, true, 1.0, 1.0);
+            Gemm.mul(doa, 0, false, states, stOff, true, dq, qOff, c, d, d, 1.0, 1.0);
             INDArray qa = buffer(5, c, d);
             Flat.of(qa).scaledRows(Flat.of(q), qOff, tab.in, c, d);
-            Nd4j.gemm(qa, dot, plan.state(dStates, b, h, t), true, false, 1.0, 0.0);
+            Gemm.mul(qa, 0, true, dOut, qOff, false, dStates, stOff, d, d, c, 1.0, 0.0);
         }
     }
 
@@ -121,20 +113,18 @@ final class ChunkKernel {
         int c = plan.length(t);
         int d = s.headDim();
         long kOff = plan.kOffset(b, hk, t);
-        INDArray kt = Views.matrix(k, kOff, c, d);
-        INDArray vt = Views.matrix(v, kOff, c, d);
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             ChunkTables tab = plan.tables(h, c);
-            INDArray leaving = plan.state(dStates, b, h, t);
+            long stOff = plan.stateOffset(b, h, t);
             INDArray vb = buffer(1, c, d);
             Flat.of(vb).scaledRows(Flat.of(v), kOff, tab.out, c, d);
-            Nd4j.gemm(vb, leaving, Views.matrix(dk, kOff, c, d), false, true, 1.0, 1.0);
+            Gemm.mul(vb, 0, false, dStates, stOff, true, dk, kOff, c, d, d, 1.0, 1.0);
             INDArray kb = buffer(5, c, d);
             Flat.of(kb).scaledRows(Flat.of(k), kOff, tab.out, c, d);
-            Nd4j.gemm(kb, leaving, Views.matrix(dv, kOff, c, d), false, false, 1.0, 1.0);
+            Gemm.mul(kb, 0, false, dStates, stOff, false, dv, kOff, c, d, d, 1.0, 1.0);
             if (dDecay != null) {
-                dDecay[h] += decayInter(tab, kt, v, kOff, leaving, dStates, states, plan.stateOffset(b, h, t), c);
+                dDecay[h] += decayInter(tab, k, v, kOff, dStates, states, stOff, c);
             }
         }
     }
@@ -179,8 +169,8 @@ final class ChunkKernel {
      *   (c) c lambda^(c-1) <H, S>                          (d) sum_j (c-1-j) lambda^(c-2-j) k_j^T H v_j
      * (a) and (b) come from the intra pass, (c) and (d) from the inter pass.
      */
-    private double decayIntra(ChunkTables tab, INDArray qt, INDArray dOut, long qOff, INDArray scores, INDArray dp,
-                              INDArray entering, int c) {
+    private double decayIntra(ChunkTables tab, INDArray q, INDArray dOut, long qOff, INDArray scores, INDArray dp,
+                              INDArray states, long stOff, int c) {
         Flat a = Flat.of(scores);
         Flat p = Flat.of(dp);
         double partB = 0;
@@ -188,12 +178,12 @@ final class ChunkKernel {
             partB += a.get(i) * p.get(i) * tab.maskSlope[i];
         }
         INDArray qs = buffer(6, c, s.headDim());
-        Nd4j.gemm(qt, entering, qs, false, false, 1.0, 0.0);
+        Gemm.mul(q, qOff, false, states, stOff, false, qs, 0, c, s.headDim(), s.headDim(), 1.0, 0.0);
         return partB + Flat.of(qs).weightedRowDots(Flat.of(dOut), qOff, tab.inSlope, c, s.headDim());
     }
 
-    private double decayInter(ChunkTables tab, INDArray kt, INDArray v, long kOff, INDArray leaving,
-                              INDArray dStates, INDArray states, long at, int c) {
+    private double decayInter(ChunkTables tab, INDArray k, INDArray v, long kOff, INDArray dStates,
+                              INDArray states, long at, int c) {
         int d2 = s.headDim() * s.headDim();
         Flat hs = Flat.of(dStates);
         Flat st = Flat.of(states);
@@ -202,7 +192,7 @@ final class ChunkKernel {
             partC += hs.get(at + i) * st.get(at + i);
         }
         INDArray kh = buffer(6, c, s.headDim());
-        Nd4j.gemm(kt, leaving, kh, false, false, 1.0, 0.0);
+        Gemm.mul(k, kOff, false, dStates, at, false, kh, 0, c, s.headDim(), s.headDim(), 1.0, 0.0);
         return tab.wholeSlope * partC + Flat.of(kh).weightedRowDots(Flat.of(v), kOff, tab.outSlope, c, s.headDim());
     }
 

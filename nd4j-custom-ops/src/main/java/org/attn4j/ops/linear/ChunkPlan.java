@@ -3,9 +3,7 @@ package org.attn4j.ops.linear;
 import java.util.HashMap;
 import java.util.Map;
 
-import org.attn4j.ops.Views;
 import org.attn4j.ops.flash.AttentionShapes;
-import org.nd4j.linalg.api.ndarray.INDArray;
 
 /** How one call cuts the sequence into chunks, where each chunk lives, and the decay tables it needs. */
 final class ChunkPlan {
@@ -53,12 +51,7 @@ final class ChunkPlan {
         return (((long) b * s.kvHeads() + hk) * s.keys() + (long) t * chunk) * s.headDim();
     }
 
-    /** The {@code D x D} state of chunk t of (b, h) inside a {@code [B, H, T, D, D]} array. */
-    INDArray state(INDArray states, int b, int h, int t) {
-        return Views.matrix(states, stateOffset(b, h, t), s.headDim(), s.headDim());
-    }
-
-    /** Where that state starts in the flat buffer. */
+    /** Where the {@code D x D} state of chunk t of (b, h) starts in a {@code [B, H, T, D, D]} array's buffer. */
     long stateOffset(int b, int h, int t) {
         long d = s.headDim();
         return ((((long) b * s.heads() + h) * chunks) + t) * d * d;
