@@ -60,14 +60,6 @@ public final class Gemm {
         }
     }
 
-    /** The whole of a 2-D array as a block: {@code mul} with offset 0 and its own shape. */
-    public static void mul(INDArray a, boolean ta, INDArray b, boolean tb, INDArray c, double alpha, double beta) {
-        int m = (int) c.size(0);
-        int n = (int) c.size(1);
-        int k = (int) (ta ? a.size(0) : a.size(1));
-        mul(a, 0, ta, b, 0, tb, c, 0, m, n, k, alpha, beta);
-    }
-
     private static FloatPointer floats(INDArray x, long offset) {
         return new FloatPointer(x.data().addressPointer()).position(offset);
     }

@@ -55,7 +55,7 @@ class GemmTest {
         INDArray f = Nd4j.create(DataType.FLOAT, 2, 2);
         INDArray d = Nd4j.create(DataType.DOUBLE, 2, 2);
         IllegalStateException e = assertThrows(IllegalStateException.class,
-                () -> Gemm.mul(f, false, d, false, f, 1.0, 0.0));
+                () -> Gemm.mul(f, 0, false, d, 0, false, f, 0, 2, 2, 2, 1.0, 0.0));
         assertTrue(e.getMessage().contains("expected offset-free arrays of one type"), e.getMessage());
     }
 
