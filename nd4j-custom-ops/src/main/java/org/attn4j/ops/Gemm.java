@@ -31,11 +31,16 @@ public final class Gemm {
      * {@code m x k}, stored as {@code k x m} when {@code ta}; {@code op(B)} is {@code k x n}, stored as
      * {@code n x k} when {@code tb}. Offsets count elements from the start of each array's buffer.
      *
-     * @throws IllegalStateException if an array is a view with an offset, or the types differ or are not
-     *                               float32 / float64 (internal callers pass plain arrays)
+     * @throws IllegalStateException if an array is a view with an offset, a block does not fit its buffer, or
+     *                               the types differ or are not float32 / float64 (internal callers pass plain
+     *                               arrays)
      */
     public static void mul(INDArray a, long aOff, boolean ta, INDArray b, long bOff, boolean tb, INDArray c,
                            long cOff, int m, int n, int k, double alpha, double beta) {
+        // BLAS reads and writes raw memory: a block past its buffer's end must fail here, not corrupt the heap.
+        fits("A", a, aOff, (long) m * k);
+        fits("B", b, bOff, (long) k * n);
+        fits("C", c, cOff, (long) m * n);
         if (!DIRECT) {
             Nd4j.gemm(Views.matrix(a, aOff, ta ? k : m, ta ? m : k), Views.matrix(b, bOff, tb ? n : k, tb ? k : n),
                     Views.matrix(c, cOff, m, n), ta, tb, alpha, beta);
@@ -57,6 +62,13 @@ public final class Gemm {
             case DOUBLE -> openblas_nolapack.cblas_dgemm(openblas_nolapack.CblasRowMajor, opA, opB, m, n, k,
                     alpha, doubles(a, aOff), lda, doubles(b, bOff), ldb, beta, doubles(c, cOff), n);
             default -> throw new IllegalStateException("Gemm: float32 or float64 expected, got " + type);
+        }
+    }
+
+    private static void fits(String name, INDArray x, long offset, long size) {
+        if (offset < 0 || offset + size > x.data().length()) {
+            throw new IllegalStateException("Gemm: block " + name + " of " + size + " elements at offset " + offset
+                    + " does not fit its buffer of " + x.data().length());
         }
     }
 

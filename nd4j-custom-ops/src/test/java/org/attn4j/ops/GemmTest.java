@@ -59,6 +59,15 @@ class GemmTest {
         assertTrue(e.getMessage().contains("expected offset-free arrays of one type"), e.getMessage());
     }
 
+    @Test
+    void refusesABlockPastTheBuffer() {
+        INDArray x = Nd4j.create(DataType.FLOAT, 4, 4);
+        IllegalStateException e = assertThrows(IllegalStateException.class,
+                () -> Gemm.mul(x, 0, false, x, 0, false, x, 8, 3, 3, 3, 1.0, 0.0));
+        assertTrue(e.getMessage().contains("block C of 9 elements at offset 8 does not fit its buffer of 16"),
+                e.getMessage());
+    }
+
     /** A copy of the rows x cols row-major block at offset. */
     private static INDArray block(INDArray flat, long offset, int rows, int cols) {
         INDArray out = Nd4j.create(flat.dataType(), rows, cols);
