@@ -121,12 +121,17 @@ final class CheckpointStore {
         return new long[] {bytes.length, crc.getValue()};
     }
 
-    /** Commits checkpoint {@code step}: the manifest, written last (rank 0 only). */
-    void commit(int step, Header header, long[][] shards) throws IOException {
+    /**
+     * Commits checkpoint {@code step}: the manifest, written last (rank 0 only). It also holds the model's
+     * configuration (kind and JSON), so a checkpoint can be consolidated into a plain DL4J model without the code
+     * that built it ({@link CheckpointExport}).
+     */
+    void commit(int step, Header header, long[][] shards, TrainableNetwork net) throws IOException {
         ObjectNode m = JSON.createObjectNode();
         m.put("format", FORMAT).put("step", step).put("run", header.run()).put("fingerprint", header.fingerprint())
                 .put("worldSize", header.worldSize()).put("zeroStage", header.zeroStage())
-                .put("iteration", header.iteration());
+                .put("iteration", header.iteration()).put("epoch", header.epoch())
+                .put("model", net.kind()).put("configuration", net.configurationJson());
         ArrayNode list = m.putArray("shards");
         for (int r = 0; r < shards.length; r++) {
             list.addObject().put("rank", r).put("file", stepName(step) + "/rank-" + r + ".shard")

@@ -62,10 +62,13 @@ public final class DistributedTrainer {
     private final int dataIndex;
     private final int memberIndex;
     private final long paramCount;
-    private final long sliceLength;
+    /** First flat parameter index of this worker's slice, and one past its last (ZeRO's partition). */
+    private final long sliceFrom;
+    private final long sliceTo;
     private final ShardedUpdater updater;
     private SequenceShardContext context;
-    private boolean paramsCurrent = true;
+    /** False while ZeRO stage 3 has released the pages of the slices this worker does not own. */
+    private boolean paramsWhole = true;
     private double lastScore = Double.NaN;
     private final CheckpointStore checkpoints;
     private final int checkpointEvery;
@@ -94,10 +97,29 @@ public final class DistributedTrainer {
         }
         this.world = Communicator.of(transport, Group.world(transport), CHANNEL);
         this.paramCount = net.params().length();
-        this.sliceLength = (paramCount + w - 1) / w;
-        long from = strategy.zero() == ZeroStage.NONE ? 0 : Math.min(paramCount, transport.rank() * sliceLength);
-        long to = strategy.zero() == ZeroStage.NONE ? paramCount : Math.min(paramCount, from + sliceLength);
-        this.updater = new ShardedUpdater(net.updater(), from, to, net.params().dataType());
+        if (paramCount < w) {
+            throw new IllegalArgumentException("DistributedTrainer: a network of " + paramCount + " parameters "
+                    + "cannot be sliced over " + w + " workers");
+        }
+        ZeroStage zero = strategy.zero();
+        if (zero.stage() >= 2 && !ResidentPages.available()) {
+            throw new IllegalArgumentException("DistributedTrainer: ZeRO stage " + zero.stage() + " hands unowned "
+                    + "gradient" + (zero == ZeroStage.PARAMETERS ? " and parameter" : "") + " pages back to the "
+                    + "operating system with madvise(2), which " + System.getProperty("os.name") + " lacks here; "
+                    + "use stage 1 or 0");
+        }
+        this.sliceFrom = sliceStart(transport.rank());
+        this.sliceTo = sliceStart(transport.rank() + 1);
+        List<ShardedUpdater.Run> runs = ShardedUpdater.runs(net.orderedLayers());
+        this.updater = zero == ZeroStage.NONE
+                ? new ShardedUpdater(runs, 0, paramCount, net.params().dataType())
+                : new ShardedUpdater(runs, sliceFrom, sliceTo, net.params().dataType());
+        org.deeplearning4j.nn.updater.BaseMultiLayerUpdater<?> existing = net.existingUpdater();
+        if (existing != null && !(existing instanceof StatelessUpdater.OfMultiLayer)
+                && !(existing instanceof StatelessUpdater.OfGraph)) {
+            updater.importFrom(existing);
+        }
+        net.detachUpdater();
         this.checkpoints = b.checkpointDir == null ? null : new CheckpointStore(b.checkpointDir);
         this.checkpointEvery = b.checkpointEvery;
         this.run = b.run;
@@ -215,27 +237,44 @@ public final class DistributedTrainer {
         return lastScore;
     }
 
-    /** Bytes of optimizer state this worker holds (falls as 1/W from ZeRO stage 1). */
+    /**
+     * Bytes of the optimizer state arrays this worker allocated (its slice's from ZeRO stage 1). A count of the
+     * arrays, not a reading of memory: the resident bytes are measured by {@code attn4j bench zero}.
+     */
     public long optimizerStateBytes() {
         return updater.stateBytes();
     }
 
-    /** Bytes of summed gradient this worker receives per step (falls as 1/W from ZeRO stage 2). */
+    /**
+     * Bytes of gradient this worker keeps resident between steps by design: the whole vector up to stage 1, its
+     * slice from stage 2 (the backward pass itself writes the whole vector; the rest is released after the
+     * reduce-scatter).
+     */
     public long gradientBytes() {
-        long elements = strategy.zero().stage() >= 2 ? sliceLength : paramCount;
+        long elements = strategy.zero().stage() >= 2 ? sliceTo - sliceFrom : paramCount;
         return elements * net.params().dataType().width();
     }
 
-    /** Bytes of parameters this worker keeps current between steps (its slice only under ZeRO stage 3). */
+    /**
+     * Bytes of parameters this worker keeps resident between steps by design: its slice at stage 3 (the whole
+     * vector is gathered for each step's forward and backward pass), the whole vector otherwise.
+     */
     public long currentParameterBytes() {
-        long elements = strategy.zero() == ZeroStage.PARAMETERS ? sliceLength : paramCount;
+        long elements = strategy.zero() == ZeroStage.PARAMETERS ? sliceTo - sliceFrom : paramCount;
         return elements * net.params().dataType().width();
     }
 
-    /** One pass over {@code data}, a step per batch; the iterator is reset first if it can be. */
+    /**
+     * One epoch over {@code data}, a step per batch; the iterator is reset first if it can be. Listeners get
+     * {@code onEpochStart} and {@code onEpochEnd} (with whole, current parameters) and the network's epoch count
+     * advances, as in DL4J's own {@code fit(iterator)}; afterwards the parameters are whole on every worker.
+     */
     public void fit(DataSetIterator data) {
         if (data.resetSupported()) {
             data.reset();
+        }
+        if (batchesDone == 0) {
+            allListeners().forEach(l -> l.onEpochStart(net.model()));
         }
         for (long skipped = 0; skipped < batchesDone && data.hasNext(); skipped++) {
             data.next();                           // resumed in the middle of the epoch: these are done
@@ -245,6 +284,15 @@ public final class DistributedTrainer {
         }
         batchesDone = 0;
         gatherParameters();
+        allListeners().forEach(l -> l.onEpochEnd(net.model()));
+        net.setEpoch(net.epoch() + 1);
+    }
+
+    /** The network's own listeners, then the trainer's. */
+    private List<TrainingListener> allListeners() {
+        List<TrainingListener> all = new ArrayList<>(net.listeners());
+        all.addAll(listeners);
+        return all;
     }
 
     /** The step of the checkpoint this trainer resumed from, or -1. */
@@ -303,11 +351,15 @@ public final class DistributedTrainer {
         if (checkpoints != null && (iteration + 1) % checkpointEvery == 0) {
             checkpoint(iteration + 1);
         }
-        for (TrainingListener l : net.listeners()) {
-            l.iterationDone(net.model(), iteration, net.epoch());
+        List<TrainingListener> all = allListeners();
+        if (!all.isEmpty()) {
+            gatherParameters();                    // listeners see whole, current parameters at every stage
+            for (TrainingListener l : all) {
+                l.iterationDone(net.model(), iteration, net.epoch());
+            }
         }
-        for (TrainingListener l : listeners) {
-            l.iterationDone(net.model(), iteration, net.epoch());
+        if (strategy.zero() == ZeroStage.PARAMETERS) {
+            releaseUnownedParameters();
         }
         return score;
     }
@@ -319,14 +371,12 @@ public final class DistributedTrainer {
      */
     private void checkpoint(int step) {
         int w = transport.worldSize();
-        long from = Math.min(paramCount, (long) transport.rank() * sliceLength);
-        long to = Math.min(paramCount, from + sliceLength);
         List<INDArray> arrays = new ArrayList<>();
-        arrays.add(net.params().reshape(paramCount).get(NDArrayIndex.interval(from, to)).dup());
+        arrays.add(net.params().reshape(paramCount).get(NDArrayIndex.interval(sliceFrom, sliceTo)).dup());
         arrays.addAll(updater.states());
         CheckpointStore.Header h = new CheckpointStore.Header(run, fingerprint, w, strategy.zero().stage(),
-                transport.rank(), from, to, net.iteration(), net.epoch(), batchesDone, Nd4j.getRandom().getSeed(),
-                step);
+                transport.rank(), sliceFrom, sliceTo, net.iteration(), net.epoch(), batchesDone,
+                Nd4j.getRandom().getSeed(), step);
         try {
             long[] mine = checkpoints.writeShard(step, h, arrays);
             List<INDArray> all = world.allGather(Nd4j.createFromArray(mine));
@@ -335,7 +385,7 @@ public final class DistributedTrainer {
                 for (int r = 0; r < w; r++) {
                     shards[r] = all.get(r).toLongVector();
                 }
-                checkpoints.commit(step, h, shards);
+                checkpoints.commit(step, h, shards, net);
             }
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException("DistributedTrainer rank " + transport.rank()
@@ -360,8 +410,10 @@ public final class DistributedTrainer {
                         .reshape(h.sliceTo() - h.sliceFrom()));
             }
             updater.restore(shard.arrays().subList(1, shard.arrays().size()));
-            allGatherRankSlices();
+            paramsWhole = false;
+            gatherParameters();
             net.setIteration(h.iteration());
+            net.setEpoch(h.epoch());
             batchesDone = h.batchesDone();
             Nd4j.getRandom().setSeed(h.rngSeed());
             resumedAt = c.step();
@@ -413,23 +465,29 @@ public final class DistributedTrainer {
         }
     }
 
-    /** Rank slices {@code [r m, (r+1) m)} of the parameter vector all-gathered (what checkpoints hold). */
-    private void allGatherRankSlices() {
+    /** First flat index of rank {@code r}'s slice: the vector cut into W near-equal slices, none empty. */
+    private long sliceStart(int r) {
+        return r * paramCount / transport.worldSize();
+    }
+
+    /** Every rank's slice of the parameter vector, all-gathered into the network's vector. */
+    private void allGatherSlices() {
         INDArray flat = net.params().reshape(paramCount);
-        long from = Math.min(paramCount, (long) transport.rank() * sliceLength);
-        long to = Math.min(paramCount, from + sliceLength);
-        INDArray mine = Nd4j.zeros(flat.dataType(), sliceLength);
-        if (to > from) {
-            mine.get(NDArrayIndex.interval(0, to - from)).assign(flat.get(NDArrayIndex.interval(from, to)));
-        }
-        List<INDArray> slices = world.allGather(mine);
+        List<INDArray> slices = world.allGather(flat.get(NDArrayIndex.interval(sliceFrom, sliceTo)));
         for (int r = 0; r < slices.size(); r++) {
-            long lo = Math.min(paramCount, r * sliceLength);
-            long hi = Math.min(paramCount, lo + sliceLength);
-            if (hi > lo) {
-                flat.get(NDArrayIndex.interval(lo, hi)).assign(slices.get(r).get(NDArrayIndex.interval(0, hi - lo)));
+            if (r != transport.rank()) {
+                flat.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1))).assign(slices.get(r));
+                slices.get(r).close();
             }
         }
+    }
+
+    /** ZeRO stage 3 between steps: only this worker's slice of the parameters stays resident. */
+    private void releaseUnownedParameters() {
+        INDArray flat = net.params().reshape(paramCount);
+        ResidentPages.release(flat, 0, sliceFrom);
+        ResidentPages.release(flat, sliceTo, paramCount);
+        paramsWhole = false;
     }
 
     private static String fingerprint(String configurationJson, long params) {
@@ -448,55 +506,50 @@ public final class DistributedTrainer {
      * steps); a no-op for the other stages. Call it on every worker before using the network outside training.
      */
     public void gatherParameters() {
-        if (paramsCurrent) {
+        if (paramsWhole) {
             return;
         }
         allGatherSlices();
-        paramsCurrent = true;
+        paramsWhole = true;
     }
 
+    /**
+     * Sums the gradients over all workers and updates: stage 0 all-reduces the whole vector and updates it all;
+     * from stage 1 the gradient is reduce-scattered (ZeRO's partition of the sum lands in this worker's slice of
+     * the gradient vector), the slice is updated with the slice's optimizer state, and (stages 1 and 2) the
+     * parameter slices are all-gathered: 2 x the parameter bytes per step, the traffic of an all-reduce. From
+     * stage 2 the gradient pages outside the slice are released; stage 3 gathers the parameters before the next
+     * forward pass instead.
+     */
     private void step(int batchSize) {
-        int w = transport.worldSize();
-        INDArray grad = padded(net.gradients());
+        INDArray grad = net.gradients().reshape(paramCount);
         double divisor = net.miniBatch() ? batchSize : 1;
         int iteration = net.iteration();
         int epoch = net.epoch();
         INDArray params = net.params();
-        switch (strategy.zero()) {
-            case NONE -> {
-                INDArray sum = world.allReduce(grad);
-                updater.step(sum.get(NDArrayIndex.interval(0, paramCount)), params, iteration, epoch, divisor);
-            }
-            case OPTIMIZER_STATE -> {
-                INDArray sum = world.allReduce(grad);
-                updater.step(sum.get(NDArrayIndex.interval(updater.from(), updater.to())), params, iteration, epoch,
-                        divisor);
-                allGatherSlices();
-            }
-            case GRADIENTS, PARAMETERS -> {
-                INDArray mine = world.reduceScatter(grad.reshape(w, sliceLength)).reshape(sliceLength);
-                updater.step(mine.get(NDArrayIndex.interval(0, updater.to() - updater.from())), params, iteration,
-                        epoch, divisor);
-                if (strategy.zero() == ZeroStage.GRADIENTS) {
-                    allGatherSlices();
-                } else {
-                    paramsCurrent = false;          // gathered just before the next forward pass
-                }
-            }
-            default -> throw new IllegalStateException(strategy.zero().toString());
+        if (strategy.zero() == ZeroStage.NONE) {
+            INDArray sum = world.allReduce(grad);
+            updater.step(sum, params, iteration, epoch, divisor);
+            sum.close();
+            return;
         }
-    }
-
-    /** Every worker's slice of the parameter vector, all-gathered into the network's vector (ZeRO 1-3). */
-    private void allGatherSlices() {
-        allGatherRankSlices();
-    }
-
-    /** The flat gradient copied into a vector of W slices. */
-    private INDArray padded(INDArray gradient) {
-        INDArray out = Nd4j.zeros(gradient.dataType(), transport.worldSize() * sliceLength);
-        out.get(NDArrayIndex.interval(0, paramCount)).assign(gradient.reshape(paramCount));
-        return out;
+        int w = transport.worldSize();
+        List<INDArray[]> blocks = new ArrayList<>(w);
+        for (int r = 0; r < w; r++) {
+            blocks.add(new INDArray[] {grad.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1)))});
+        }
+        INDArray sum = world.reduceScatter(org.attn4j.distributed.collective.Reduction.sum(), blocks)[0];
+        INDArray mine = grad.get(NDArrayIndex.interval(sliceFrom, sliceTo));
+        mine.assign(sum.reshape(mine.shape()));
+        sum.close();
+        updater.step(mine, params, iteration, epoch, divisor);
+        if (strategy.zero().stage() >= 2) {
+            ResidentPages.release(grad, 0, sliceFrom);
+            ResidentPages.release(grad, sliceTo, paramCount);
+        }
+        if (strategy.zero() != ZeroStage.PARAMETERS) {
+            allGatherSlices();
+        }
     }
 
     private SequenceShardContext context(int n) {

@@ -1,8 +1,11 @@
 package org.attn4j.distributed.training;
 
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.List;
 
 import org.deeplearning4j.nn.api.Model;
+import org.deeplearning4j.nn.api.Trainable;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.nn.updater.BaseMultiLayerUpdater;
@@ -21,8 +24,23 @@ interface TrainableNetwork {
     /** The flattened gradient vector of the last {@link #computeGradientAndScore}. */
     INDArray gradients();
 
-    /** The network's updater (created if it has none yet). */
-    BaseMultiLayerUpdater<?> updater();
+    /**
+     * The layers (graph vertices) that hold parameters, in the order of the flattened parameter vector (input to
+     * output; topological for a graph).
+     */
+    List<Trainable> orderedLayers();
+
+    /** The network's DL4J updater if it has one already (restored with a model, or made by {@code fit}), else null. */
+    BaseMultiLayerUpdater<?> existingUpdater();
+
+    /**
+     * Replaces the network's DL4J updater with one that holds no state (so nothing, not even a listener saving the
+     * model, makes DL4J allocate optimizer state for the whole vector) and refuses to update.
+     */
+    void detachUpdater();
+
+    /** Sets the epoch count. */
+    void setEpoch(int epoch);
 
     /** Whether DL4J divides gradients by the minibatch size (the configuration's {@code miniBatch}). */
     boolean miniBatch();
@@ -53,6 +71,11 @@ interface TrainableNetwork {
 
     /** The configuration as JSON with its training counters zeroed: what identifies the model. */
     String configurationJson();
+
+    /** {@code "MultiLayerNetwork"} or {@code "ComputationGraph"}, as checkpoint manifests name the kind. */
+    default String kind() {
+        return model() instanceof ComputationGraph ? "ComputationGraph" : "MultiLayerNetwork";
+    }
 
     /** The adapter of a network. */
     static TrainableNetwork of(Model model) {
@@ -85,12 +108,36 @@ interface TrainableNetwork {
 
         @Override
         public INDArray gradients() {
+            if (net.getGradientsViewArray() == null) {
+                net.initGradientsView();
+            }
             return net.getGradientsViewArray();
         }
 
         @Override
-        public BaseMultiLayerUpdater<?> updater() {
-            return (BaseMultiLayerUpdater<?>) net.getUpdater(true);
+        public List<Trainable> orderedLayers() {
+            List<Trainable> out = new ArrayList<>();
+            for (org.deeplearning4j.nn.api.Layer l : net.getLayers()) {
+                if (l.numParams() > 0) {
+                    out.add(l);
+                }
+            }
+            return out;
+        }
+
+        @Override
+        public BaseMultiLayerUpdater<?> existingUpdater() {
+            return (BaseMultiLayerUpdater<?>) net.getUpdater(false);
+        }
+
+        @Override
+        public void detachUpdater() {
+            net.setUpdater(new StatelessUpdater.OfMultiLayer(net));
+        }
+
+        @Override
+        public void setEpoch(int epoch) {
+            net.setEpochCount(epoch);
         }
 
         @Override
@@ -163,12 +210,37 @@ interface TrainableNetwork {
 
         @Override
         public INDArray gradients() {
+            if (graph.getGradientsViewArray() == null) {
+                graph.initGradientsView();
+            }
             return graph.getGradientsViewArray();
         }
 
         @Override
-        public BaseMultiLayerUpdater<?> updater() {
-            return graph.getUpdater(true);
+        public List<Trainable> orderedLayers() {
+            List<Trainable> out = new ArrayList<>();
+            org.deeplearning4j.nn.graph.vertex.GraphVertex[] vertices = graph.getVertices();
+            for (int i : graph.topologicalSortOrder()) {
+                if (vertices[i].numParams() > 0) {
+                    out.add(vertices[i]);
+                }
+            }
+            return out;
+        }
+
+        @Override
+        public BaseMultiLayerUpdater<?> existingUpdater() {
+            return graph.getUpdater(false);
+        }
+
+        @Override
+        public void detachUpdater() {
+            graph.setUpdater(new StatelessUpdater.OfGraph(graph));
+        }
+
+        @Override
+        public void setEpoch(int epoch) {
+            graph.getConfiguration().setEpochCount(epoch);
         }
 
         @Override
