@@ -10,22 +10,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.CopyOnWriteArrayList;
 
-import org.attn4j.distributed.sequence.SequenceAlgorithm;
-import org.attn4j.distributed.training.DistributedTrainer;
-import org.attn4j.distributed.training.ParallelStrategy;
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.training.ZeroStage;
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
 import org.attn4j.samples.UserInputException;
-import org.attn4j.samples.train.GptModel;
-import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.dataset.DataSet;
-import org.nd4j.linalg.factory.Nd4j;
 
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -33,28 +23,43 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code attn4j bench zero}: what ZeRO saves per worker. For W in-JVM workers (sequence-parallel ring attention)
- * and each ZeRO stage, trains a GPT-like model two steps and reads, on every worker, the bytes of the optimizer
- * state it holds, of the summed gradient it receives per step and of the parameters it keeps current between
- * steps. Writes {@code bench-zero.csv} and the {@code zero} section of {@code benchmarks.md}.
+ * {@code attn4j bench zero}: what ZeRO saves per worker, measured. For each ZeRO stage and each W, starts W worker
+ * processes ({@link ZeroBenchWorker}) that train a GPT-like model sequence-parallel for a few Adam steps and then
+ * read the off-heap memory their process holds. Writes {@code bench-zero.csv} (the trainer's counts of what each
+ * stage keeps by design beside the measured bytes, and the measured bytes of the one-worker run of the same stage)
+ * and the {@code zero} section of {@code benchmarks.md}.
  */
 @Command(name = "zero", mixinStandardHelpOptions = true,
-        description = {"Optimizer-state, gradient and parameter bytes per worker under ZeRO stages 0-3.",
+        description = {"Off-heap memory per worker under ZeRO stages 0-3, measured in worker processes.",
             "Writes OUT/bench-zero.csv and a section of OUT/benchmarks.md."})
 public final class ZeroBenchCommand implements Callable<Integer> {
 
     static final String CSV = "bench-zero.csv";
     static final String SECTION = "zero";
+    static final String HEADER = "workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,"
+            + "current_parameter_bytes,measured_offheap_bytes,measured_offheap_bytes_w1";
+    /** Each worker's Java heap: small, fixed and pre-touched, so the off-heap reading subtracts it exactly. */
+    static final String HEAP = "512m";
+    /**
+     * The workers' allocator: two glibc arenas and no transparent huge pages, so that what the reading sees is what
+     * the worker holds rather than the allocator's slack (with one arena per thread and huge pages, the same
+     * worker read up to 30 MB apart from its peers).
+     */
+    static final String GLIBC_TUNABLES = "glibc.malloc.arena_max=2";
 
     @Option(names = "--workers", paramLabel = "W", split = ",", defaultValue = "1,2,4",
-            description = "Worker counts (default: ${DEFAULT-VALUE}).")
+            description = "Worker counts (default: ${DEFAULT-VALUE}; W = 1 always runs, as the reference).")
     List<Integer> workers;
 
-    @Option(names = "--width", defaultValue = "128", description = "Model width (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--width", defaultValue = "1536", description = "Model width (default: ${DEFAULT-VALUE}).")
     int width;
 
-    @Option(names = "--blocks", defaultValue = "4", description = "Blocks (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--blocks", defaultValue = "2", description = "Blocks (default: ${DEFAULT-VALUE}).")
     int blocks;
+
+    @Option(names = "--steps", defaultValue = "10", description = "Adam steps before reading (default: "
+            + "${DEFAULT-VALUE}).")
+    int steps;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
             description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}).")
@@ -63,106 +68,132 @@ public final class ZeroBenchCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    record Row(int workers, int stage, long params, long stateBytes, long gradientBytes, long paramBytes) {
+    /** The settings of one measurement. */
+    record Setup(int width, int blocks, int steps, int batch, int length) {
+        List<String> args(ZeroStage stage) {
+            return List.of(Integer.toString(stage.stage()), Integer.toString(steps), Integer.toString(width),
+                    Integer.toString(blocks), Integer.toString(batch), Integer.toString(length));
+        }
+    }
+
+    /** One worker count and stage: the largest worker's figures (slices differ by at most one element). */
+    record Row(int workers, int stage, long params, long stateBytes, long gradientBytes, long paramBytes,
+               long measuredBytes, long stepPeakBytes) {
+        static Row parse(String csv) {
+            String[] f = csv.strip().split(",");
+            return new Row(Integer.parseInt(f[0]), Integer.parseInt(f[1]), Long.parseLong(f[2]),
+                    Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), Long.parseLong(f[6]),
+                    Long.parseLong(f[7]));
+        }
+
+        Row max(Row o) {
+            return new Row(workers, stage, params, Math.max(stateBytes, o.stateBytes),
+                    Math.max(gradientBytes, o.gradientBytes), Math.max(paramBytes, o.paramBytes),
+                    Math.max(measuredBytes, o.measuredBytes), Math.max(stepPeakBytes, o.stepPeakBytes));
+        }
     }
 
     @Override
     public Integer call() throws Exception {
+        List<Integer> ws = new ArrayList<>(List.of(1));
         for (int w : workers) {
             if (w < 1 || w > 8) {
                 throw new UserInputException("--workers must be in [1, 8], got " + w);
             }
+            if (!ws.contains(w)) {
+                ws.add(w);
+            }
         }
-        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
-        GptModel model = new GptModel(64, width, 4, 2, blocks, false, DataType.FLOAT, 1e-3, 1);
+        if (width < 8 || width % 8 != 0 || blocks < 1 || steps < 1) {
+            throw new UserInputException("--width must be a positive multiple of 8 (the model's 8 heads), --blocks "
+                    + "and --steps at least 1; got " + width + ", " + blocks + ", " + steps);
+        }
+        Setup setup = new Setup(width, blocks, steps, 2, 32);
+        PrintWriter log = spec.commandLine().getOut();
         List<Row> rows = new ArrayList<>();
         for (ZeroStage z : ZeroStage.values()) {
-            for (int w : workers) {
-                rows.add(measure(model, w, z));
+            for (int w : ws) {
+                Row r = measure(w, z, setup);
+                log.printf(Locale.ROOT, "W=%d stage %d: %.1f MB off-heap per worker%n", w, z.stage(),
+                        r.measuredBytes() / 1e6);
+                log.flush();
+                rows.add(r);
             }
         }
         Files.createDirectories(out);
-        StringBuilder csv = new StringBuilder("workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,"
-                + "current_parameter_bytes\n");
+        StringBuilder csv = new StringBuilder(HEADER).append('\n');
         for (Row r : rows) {
-            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(), r.params(),
-                    r.stateBytes(), r.gradientBytes(), r.paramBytes()));
+            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(), r.params(),
+                    r.stateBytes(), r.gradientBytes(), r.paramBytes(), r.measuredBytes(), oneWorker(rows, r)));
         }
         Files.writeString(out.resolve(CSV), csv, StandardCharsets.UTF_8);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
-        MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), SECTION, markdown(rows, model,
+        MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), SECTION, markdown(rows, setup,
                 command.strip()));
-        PrintWriter log = spec.commandLine().getOut();
         log.printf("wrote %s and the '%s' section of %s%n", out.resolve(CSV), SECTION,
                 out.resolve(AttentionBenchReport.MARKDOWN));
         log.flush();
         return 0;
     }
 
-    /** Two steps on W in-JVM workers; the largest worker's figures (they differ by at most one element). */
-    private static Row measure(GptModel model, int w, ZeroStage z) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(w, Duration.ofSeconds(60));
-        ExecutorService pool = Executors.newFixedThreadPool(w);
-        try {
-            DataSet batch = batch(model, 2, 32);
-            List<Future<long[]>> futures = new ArrayList<>();
-            for (Transport t : transports) {
-                futures.add(pool.submit(() -> {
-                    DistributedTrainer trainer = DistributedTrainer.builder(model.build(), t)
-                            .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, w).withZero(z)).build();
-                    trainer.fit(batch);
-                    trainer.fit(batch);
-                    return new long[] {trainer.optimizerStateBytes(), trainer.gradientBytes(),
-                            trainer.currentParameterBytes()};
-                }));
-            }
-            long[] max = new long[3];
-            for (Future<long[]> f : futures) {
-                long[] b = f.get(600, TimeUnit.SECONDS);
-                for (int i = 0; i < 3; i++) {
-                    max[i] = Math.max(max[i], b[i]);
-                }
-            }
-            return new Row(w, z.stage(), model.build().numParams(), max[0], max[1], max[2]);
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
-        }
+    private static long oneWorker(List<Row> rows, Row r) {
+        return rows.stream().filter(x -> x.workers() == 1 && x.stage() == r.stage()).findFirst().orElseThrow()
+                .measuredBytes();
     }
 
-    private static DataSet batch(GptModel model, int b, int n) {
-        Nd4j.getRandom().setSeed(3);
-        org.nd4j.linalg.api.ndarray.INDArray tokens = Nd4j.zeros(model.type(), b, 1, n);
-        org.nd4j.linalg.api.ndarray.INDArray labels = Nd4j.zeros(model.type(), b, model.vocab(), n);
-        for (int i = 0; i < b; i++) {
-            for (int t = 0; t < n; t++) {
-                tokens.putScalar(new int[] {i, 0, t}, (i + t) % model.vocab());
-                labels.putScalar(new int[] {i, (i + t + 1) % model.vocab(), t}, 1.0);
-            }
+    /**
+     * Trains on {@code w} worker processes at {@code stage} and reads their memory.
+     *
+     * @throws IllegalStateException naming the failure if a worker fails
+     */
+    static Row measure(int w, ZeroStage stage, Setup setup) throws IOException, InterruptedException {
+        List<Row> ranks = new CopyOnWriteArrayList<>();
+        List<String> tail = new CopyOnWriteArrayList<>();
+        LaunchResult r = LocalLauncher.builder(w, ZeroBenchWorker.class.getName())
+                .args(setup.args(stage)).heap(HEAP)
+                .jvmArgs(List.of("-Xms" + HEAP, "-XX:+AlwaysPreTouch"))
+                .env("GLIBC_TUNABLES", GLIBC_TUNABLES)
+                .timeout(Duration.ofMinutes(20))
+                .output(line -> {
+                    int at = line.indexOf(ZeroBenchWorker.RESULT);
+                    if (at >= 0) {
+                        ranks.add(Row.parse(line.substring(at + ZeroBenchWorker.RESULT.length())));
+                    }
+                }, tail::add).build().run();
+        if (!r.succeeded() || ranks.size() != w) {
+            throw new IllegalStateException("bench zero: " + w + " workers at stage " + stage.stage() + " failed ("
+                    + r + "); their stderr:\n" + String.join("\n", tail));
         }
-        return new DataSet(tokens, labels);
+        return ranks.stream().reduce(Row::max).orElseThrow();
     }
 
-    private static String markdown(List<Row> rows, GptModel m, String command) {
-        StringBuilder b = new StringBuilder("## ZeRO: optimizer state, gradients and parameters per worker\n\n");
-        b.append("`").append(command).append("`; GPT-like model: width ").append(m.width()).append(", ")
-                .append(m.blocks()).append(" blocks, vocabulary ").append(m.vocab()).append(", float32, Adam (two "
-                + "state values per parameter), ").append(rows.get(0).params()).append(" parameters; W in-JVM "
-                + "workers, sequence-parallel ring attention, two training steps.\n\n");
-        b.append("- Measured on every worker after two steps, the largest worker's: optimizer state = the bytes of "
-                + "the Adam state arrays the worker allocated; gradient = the bytes of the summed gradient it "
-                + "receives per step (the whole vector after an all-reduce; its slice after a reduce-scatter); "
-                + "current parameters = the parameter bytes it keeps up to date between steps.\n");
-        b.append("- DL4J keeps one flat parameter vector and one flat gradient vector per network, so every "
-                + "worker still allocates both in full: the local backward pass writes the whole gradient vector, "
-                + "and the layers read the whole parameter vector. ZeRO stage 3 therefore shards parameters at "
-                + "rest (only the worker's slice is current between steps; the vector is gathered just before the "
-                + "forward pass) but does not shrink that buffer.\n\n");
-        b.append("| W | ZeRO stage | optimizer state / worker | gradient received / worker | current parameters "
-                + "/ worker |\n|---:|---:|---:|---:|---:|\n");
+    private static String markdown(List<Row> rows, Setup s, String command) {
+        Row first = rows.get(0);
+        double mb = 1e6;
+        long p = first.params();
+        StringBuilder b = new StringBuilder("## ZeRO: memory per worker\n\n");
+        b.append("`").append(command).append("`; GPT-like model: width ").append(s.width()).append(", ")
+                .append(s.blocks()).append(" blocks, float32, Adam, ").append(p).append(" parameters (").append(
+                        String.format(Locale.ROOT, "%.0f MB of parameters, as much gradient, twice that of Adam "
+                                + "state", p * 4 / mb)).append("); W worker processes over Aeron, sequence-parallel "
+                        + "ring attention, batch ").append(s.batch()).append(" x ").append(s.length())
+                .append(" tokens, ").append(s.steps()).append(" steps.\n\n");
+        b.append("- *off-heap at rest*: measured after the last step and a garbage collection, on the largest "
+                + "worker: its resident anonymous memory (`RssAnon`) minus its Java heap (fixed and pre-touched). "
+                + "ND4J keeps its arrays there, and no ND4J or javacpp counter sees them. The workers run with two "
+                + "glibc arenas (`GLIBC_TUNABLES=" + GLIBC_TUNABLES + "`), so allocator slack does not blur the "
+                + "reading.\n");
+        b.append("- *rise during a step*: how far the worker's resident set rose above its level at rest during "
+                + "the last step (Linux `VmHWM`): the whole gradient the backward pass writes, the parameters "
+                + "stage 3 gathers, activations and transfer buffers.\n");
+        b.append("- *kept by design*: the trainer's own count of the optimizer state, gradient and parameter bytes "
+                + "it keeps between steps.\n\n");
+        b.append("| W | stage | off-heap at rest | same stage, W = 1 | rise during a step | kept by design: "
+                + "state / gradient / parameters |\n|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "| %d | %d | %.3f MB | %.3f MB | %.3f MB |%n", r.workers(),
-                    r.stage(), r.stateBytes() / 1e6, r.gradientBytes() / 1e6, r.paramBytes() / 1e6));
+            b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB | %.0f MB | %.0f MB | %.0f / %.0f / %.0f MB |%n",
+                    r.workers(), r.stage(), r.measuredBytes() / mb, oneWorker(rows, r) / mb, r.stepPeakBytes() / mb,
+                    r.stateBytes() / mb, r.gradientBytes() / mb, r.paramBytes() / mb));
         }
         return b.toString();
     }

@@ -122,7 +122,7 @@ public final class PeakMemory {
         }
     }
 
-    private static long readStatusKb(String key) {
+    static long readStatusKb(String key) {
         try {
             for (String line : Files.readAllLines(STATUS, StandardCharsets.US_ASCII)) {
                 if (line.startsWith(key + ":")) {

@@ -1,0 +1,89 @@
+package org.attn4j.samples.bench;
+
+import java.util.Locale;
+
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.ParallelStrategy;
+import org.attn4j.distributed.training.ZeroStage;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.samples.metrics.OffHeapMemory;
+import org.attn4j.samples.metrics.PeakMemory;
+import org.attn4j.samples.train.GptModel;
+import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH}.
+ * Trains the GPT-like model {@code STEPS} Adam steps sequence-parallel (ring attention over every worker) at ZeRO
+ * stage {@code STAGE}, then prints {@code RESULT workers,stage,params,optimizer_state_bytes,gradient_bytes,
+ * current_parameter_bytes,measured_offheap_bytes,step_peak_bytes}: the trainer's own counts of what it keeps by
+ * design, the off-heap bytes this process holds after the last step, once every worker is done
+ * ({@link OffHeapMemory}), and how far the
+ * resident set rose above its level at rest during the last step ({@link PeakMemory}).
+ */
+public final class ZeroBenchWorker {
+
+    static final String RESULT = "RESULT ";
+
+    private ZeroBenchWorker() {
+    }
+
+    /** Entry point; see the class comment. */
+    public static void main(String[] args) throws Exception {
+        ZeroStage stage = ZeroStage.of(Integer.parseInt(args[0]));
+        int steps = Integer.parseInt(args[1]);
+        int width = Integer.parseInt(args[2]);
+        int blocks = Integer.parseInt(args[3]);
+        int batch = Integer.parseInt(args[4]);
+        int length = Integer.parseInt(args[5]);
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        GptModel model = model(width, blocks);
+        DataSet data = batch(model, batch, length);
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            int w = t.worldSize();
+            MultiLayerNetwork net = model.build();
+            DistributedTrainer trainer = DistributedTrainer.builder(net, t)
+                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, w).withZero(stage)).build();
+            for (int i = 0; i < steps - 1; i++) {
+                trainer.fit(data);
+            }
+            PeakMemory.collectGarbage();
+            PeakMemory peak = PeakMemory.start();
+            trainer.fit(data);
+            PeakMemory.Reading step = peak.stop();
+            // Read once every worker is done: a faster peer's next transfer would land in this worker's memory.
+            Communicator.world(t).barrier();
+            long measured = OffHeapMemory.atRest(6);
+            if (!Double.isFinite(trainer.score())) {
+                throw new IllegalStateException("loss is " + trainer.score());
+            }
+            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
+                    net.numParams(), trainer.optimizerStateBytes(), trainer.gradientBytes(),
+                    trainer.currentParameterBytes(), measured, step.increaseBytes());
+            System.out.flush();
+        }
+    }
+
+    /** The bench's model: GPT-like, float32, Adam, vocabulary 64, 8 heads. */
+    static GptModel model(int width, int blocks) {
+        return new GptModel(64, width, 8, 8, blocks, false, DataType.FLOAT, 1e-3, 1);
+    }
+
+    /** A fixed batch of next-token examples. */
+    static DataSet batch(GptModel model, int b, int n) {
+        INDArray tokens = Nd4j.zeros(model.type(), b, 1, n);
+        INDArray labels = Nd4j.zeros(model.type(), b, model.vocab(), n);
+        for (int i = 0; i < b; i++) {
+            for (int t = 0; t < n; t++) {
+                tokens.putScalar(new int[] {i, 0, t}, (i + t) % model.vocab());
+                labels.putScalar(new int[] {i, (i + t + 1) % model.vocab(), t}, 1.0);
+            }
+        }
+        return new DataSet(tokens, labels);
+    }
+}
