@@ -67,7 +67,7 @@ public final class DistributedTrainer {
     private final long sliceTo;
     private final ShardedUpdater updater;
     private SequenceShardContext context;
-    /** False while ZeRO stage 3 has released the pages of the slices this worker does not own. */
+    /** False while other ranks' slices are stale or released (ZeRO stage 3 between steps). */
     private boolean paramsWhole = true;
     private double lastScore = Double.NaN;
     private final CheckpointStore checkpoints;
@@ -470,16 +470,30 @@ public final class DistributedTrainer {
         return r * paramCount / transport.worldSize();
     }
 
-    /** Every rank's slice of the parameter vector, all-gathered into the network's vector. */
+    /**
+     * Every rank's slice of the parameter vector, all-gathered into the network's vector: a ring in W - 1 steps,
+     * each passing on the slice received in the step before, so that only one received slice is held at a time
+     * (a plain all-gather would hold all W - 1 before copying them in). Volume: the other slices, per rank.
+     * <pre>
+     *   step s = 1 .. W-1: rank r sends slice r-s+1 to r+1 and receives slice r-s from r-1
+     * </pre>
+     */
     private void allGatherSlices() {
+        int w = transport.worldSize();
+        int me = transport.rank();
         INDArray flat = net.params().reshape(paramCount);
-        List<INDArray> slices = world.allGather(flat.get(NDArrayIndex.interval(sliceFrom, sliceTo)));
-        for (int r = 0; r < slices.size(); r++) {
-            if (r != transport.rank()) {
-                flat.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1))).assign(slices.get(r));
-                slices.get(r).close();
-            }
+        for (int s = 1; s < w; s++) {
+            int send = Math.floorMod(me - s + 1, w);
+            int receive = Math.floorMod(me - s, w);
+            INDArray got = world.sendRecv((me + 1) % w, slice(flat, send), (me - 1 + w) % w);
+            slice(flat, receive).assign(got.reshape(sliceStart(receive + 1) - sliceStart(receive)));
+            got.close();
         }
+    }
+
+    /** Rank {@code r}'s slice of a flat vector (a view). */
+    private INDArray slice(INDArray flat, int r) {
+        return flat.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1)));
     }
 
     /** ZeRO stage 3 between steps: only this worker's slice of the parameters stays resident. */
@@ -536,10 +550,10 @@ public final class DistributedTrainer {
         int w = transport.worldSize();
         List<INDArray[]> blocks = new ArrayList<>(w);
         for (int r = 0; r < w; r++) {
-            blocks.add(new INDArray[] {grad.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1)))});
+            blocks.add(new INDArray[] {slice(grad, r)});
         }
         INDArray sum = world.reduceScatter(org.attn4j.distributed.collective.Reduction.sum(), blocks)[0];
-        INDArray mine = grad.get(NDArrayIndex.interval(sliceFrom, sliceTo));
+        INDArray mine = slice(grad, transport.rank());
         mine.assign(sum.reshape(mine.shape()));
         sum.close();
         updater.step(mine, params, iteration, epoch, divisor);
@@ -547,7 +561,9 @@ public final class DistributedTrainer {
             ResidentPages.release(grad, 0, sliceFrom);
             ResidentPages.release(grad, sliceTo, paramCount);
         }
-        if (strategy.zero() != ZeroStage.PARAMETERS) {
+        if (strategy.zero() == ZeroStage.PARAMETERS) {
+            paramsWhole = false;                   // the other slices are a step behind until gathered
+        } else {
             allGatherSlices();
         }
     }
