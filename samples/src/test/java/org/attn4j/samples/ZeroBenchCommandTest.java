@@ -15,8 +15,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * ZeRO's saving, measured: {@code attn4j bench zero --workers 4} trains a 24 M-parameter model (float32, Adam) in
  * worker processes and reads the off-heap memory each worker's process holds. At W = 4, against the one-worker run
- * of the same stage and against stage 0 at W = 4, a worker holds at least 70 % less of Adam's state (stage 1 and
- * up), of the gradient (stage 2 and up) and of the parameters (stage 3); 75 % is the ideal of a quarter each.
+ * of the same stage and against stage 0 at W = 4, the median worker holds less by at least 70 % of Adam's state
+ * (stage 1 and up), of the gradient (stage 2 and up) and of the parameters (stage 3); 75 % is the ideal of W = 4.
  */
 @Timeout(value = 900, unit = TimeUnit.SECONDS)
 class ZeroBenchCommandTest {
