@@ -94,12 +94,14 @@ public abstract class AttentionLayerBaseImpl<C extends AttentionLayerBase,
         assertInputSet(false);
         applyDropOutIfNecessary(training, workspaceMgr);
         S f;
-        if (training) {
-            f = forwardOutsideWorkspaces(workspaceMgr);
-            saved = f;
-        } else {
-            saved = null;
-            f = forward(false, workspaceMgr);
+        try (SequenceParallel.ParameterUse use = SequenceParallel.useParameters(paramsFlattened)) {
+            if (training) {
+                f = forwardOutsideWorkspaces(workspaceMgr);
+                saved = f;
+            } else {
+                saved = null;
+                f = forward(false, workspaceMgr);
+            }
         }
         INDArray y = layerConf().getActivationFn().getActivation(f.z().dup(), training);
         if (f.rowMask() != null) {
@@ -117,19 +119,21 @@ public abstract class AttentionLayerBaseImpl<C extends AttentionLayerBase,
     @Override
     public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
         assertInputSet(true);
-        S f = saved;
-        if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
-            f = forwardOutsideWorkspaces(workspaceMgr);
-        }
-        saved = null;
         C c = layerConf();
-
-        INDArray eps = toRows(epsilon, c.getNOut());
-        if (f.rowMask() != null) {
-            eps.muliColumnVector(f.rowMask());
+        INDArray dx;
+        try (SequenceParallel.ParameterUse use = SequenceParallel.useParameters(paramsFlattened)) {
+            S f = saved;
+            if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
+                f = forwardOutsideWorkspaces(workspaceMgr);
+            }
+            saved = null;
+            INDArray eps = toRows(epsilon, c.getNOut());
+            if (f.rowMask() != null) {
+                eps.muliColumnVector(f.rowMask());
+            }
+            INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
+            dx = backpropToInput(f, dz, workspaceMgr);
         }
-        INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
-        INDArray dx = backpropToInput(f, dz, workspaceMgr);
 
         Gradient gradient = new DefaultGradient(gradientsFlattened);
         for (String key : c.initializer().paramKeys(c)) {

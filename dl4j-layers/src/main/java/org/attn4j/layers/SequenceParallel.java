@@ -7,6 +7,7 @@ import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 import org.deeplearning4j.exception.DL4JInvalidInputException;
+import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
  * The run-time sequence-parallel context the attention layers consult: when a worker runs its network on its
@@ -44,6 +45,35 @@ public final class SequenceParallel {
 
         /** The linear attention (LASP) of this worker's sequence group, with the layer's local op and decay. */
         SequenceParallelLinearAttention<?> linear(LinearAttention op, Decay decay, boolean causal);
+
+        /**
+         * Makes a layer's parameters readable until the returned use is closed: a trainer that keeps only a slice
+         * of every parameter vector resident (ZeRO stage 3) gathers the layer's parameters here and releases
+         * them at the close. Every worker calls it for the same layers in the same order. Default: they are
+         * always resident.
+         *
+         * @param parameters the layer's view of the network's flat parameter vector
+         */
+        default ParameterUse useParameters(INDArray parameters) {
+            return NO_USE;
+        }
+    }
+
+    /** One use of a layer's parameters ({@link Context#useParameters}); closing it ends the use. */
+    public interface ParameterUse extends AutoCloseable {
+        @Override
+        void close();
+    }
+
+    private static final ParameterUse NO_USE = () -> { };
+
+    /**
+     * {@link Context#useParameters} of this thread's context, or a use that does nothing when the layers run on
+     * one device or {@code parameters} is null (a layer without parameters).
+     */
+    public static ParameterUse useParameters(INDArray parameters) {
+        Context c = CURRENT.get();
+        return c == null || parameters == null ? NO_USE : c.useParameters(parameters);
     }
 
     /** Leaves the context it was entered with (restoring the one before). */

@@ -54,22 +54,16 @@ class ZeroBenchCommandTest {
     }
 
     private static long measured(List<String> csv, int workers, int stage) {
-        for (String line : csv.subList(1, csv.size())) {
-            String[] f = line.split(",");
-            if (Integer.parseInt(f[0]) == workers && Integer.parseInt(f[1]) == stage) {
-                long w1 = Long.parseLong(f[7]);
-                assertEquals(measuredOf(csv, 1, stage), w1, "measured_offheap_bytes_w1 is the W=1 run's");
-                return Long.parseLong(f[6]);
-            }
-        }
-        throw new AssertionError("no row for " + workers + " workers, stage " + stage);
+        String[] f = row(csv, workers, stage);
+        assertEquals(row(csv, 1, stage)[6], f[7], "measured_offheap_bytes_w1 is the W=1 run's");
+        return Long.parseLong(f[6]);
     }
 
-    private static long measuredOf(List<String> csv, int workers, int stage) {
+    private static String[] row(List<String> csv, int workers, int stage) {
         for (String line : csv.subList(1, csv.size())) {
             String[] f = line.split(",");
             if (Integer.parseInt(f[0]) == workers && Integer.parseInt(f[1]) == stage) {
-                return Long.parseLong(f[6]);
+                return f;
             }
         }
         throw new AssertionError("no row for " + workers + " workers, stage " + stage);

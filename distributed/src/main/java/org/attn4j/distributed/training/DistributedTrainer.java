@@ -6,10 +6,15 @@ import java.util.List;
 
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
+import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.layers.AttentionLayerBaseImpl;
 import org.attn4j.layers.SequenceParallel;
 import org.deeplearning4j.nn.api.Model;
+import org.deeplearning4j.nn.api.Trainable;
+import org.deeplearning4j.nn.graph.vertex.GraphVertex;
+import org.deeplearning4j.nn.updater.BaseMultiLayerUpdater;
 import org.deeplearning4j.optimize.api.TrainingListener;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -38,10 +43,12 @@ import org.nd4j.linalg.indexing.SpecifiedIndex;
  *       labels {@code [B, V, N]}, label mask {@code [B, N]});</li>
  *   <li>forward and backward pass of the whole network inside a {@link SequenceParallel} context, so the
  *       attention layers attend over the whole sequence with the other members of the group;</li>
- *   <li>the gradients are summed over all W workers (all-reduce; reduce-scatter from ZeRO stage 2), which is the
+ *   <li>the gradients are summed over all W workers (all-reduce; reduce-scatter from ZeRO stage 1), which is the
  *       sum over every token of every example, and DL4J's division by the minibatch uses the global B;</li>
- *   <li>the DL4J updater is applied to the whole vector (stage 0) or to this worker's slice (stages 1-3, the
- *       optimizer state of the slice only), and the slices are all-gathered.</li>
+ *   <li>the network's DL4J updater configurations are applied to the whole vector (stage 0) or to this worker's
+ *       slice (stages 1-3, with the optimizer state of the slice only), and the slices are all-gathered (stage 3:
+ *       before the next forward pass). Stages 2 and 3 release the resident pages of what the worker does not
+ *       own ({@link ZeroStage}).</li>
  * </ol>
  * Scores are DL4J's (loss summed over time steps, divided by examples), summed over the group and averaged over
  * the data-parallel groups: the whole batch's score. The network must start identical on every worker (same
@@ -67,8 +74,14 @@ public final class DistributedTrainer {
     private final long sliceTo;
     private final ShardedUpdater updater;
     private SequenceShardContext context;
+    /** The parameter vector's slices, gathered and released. */
+    private final ShardedParameters shards;
+    /** The flat ranges of the layers that gather their own parameters when they run (attn4j's attention layers). */
+    private final List<long[]> selfGathering;
     /** False while other ranks' slices are stale or released (ZeRO stage 3 between steps). */
     private boolean paramsWhole = true;
+    /** During this step's passes, attention layers gather their parameters per use (ZeRO stage 3). */
+    private boolean gatherPerLayer;
     private double lastScore = Double.NaN;
     private final CheckpointStore checkpoints;
     private final int checkpointEvery;
@@ -108,13 +121,15 @@ public final class DistributedTrainer {
                     + "operating system with madvise(2), which " + System.getProperty("os.name") + " lacks here; "
                     + "use stage 1 or 0");
         }
-        this.sliceFrom = sliceStart(transport.rank());
-        this.sliceTo = sliceStart(transport.rank() + 1);
+        this.shards = new ShardedParameters(net.params(), world);
+        this.sliceFrom = shards.start(transport.rank());
+        this.sliceTo = shards.start(transport.rank() + 1);
+        this.selfGathering = selfGatheringRanges(net.orderedLayers());
         List<ShardedUpdater.Run> runs = ShardedUpdater.runs(net.orderedLayers());
         this.updater = zero == ZeroStage.NONE
                 ? new ShardedUpdater(runs, 0, paramCount, net.params().dataType())
                 : new ShardedUpdater(runs, sliceFrom, sliceTo, net.params().dataType());
-        org.deeplearning4j.nn.updater.BaseMultiLayerUpdater<?> existing = net.existingUpdater();
+        BaseMultiLayerUpdater<?> existing = net.existingUpdater();
         if (existing != null && !(existing instanceof StatelessUpdater.OfMultiLayer)
                 && !(existing instanceof StatelessUpdater.OfGraph)) {
             updater.importFrom(existing);
@@ -328,7 +343,7 @@ public final class DistributedTrainer {
         }
         int n = (int) features.size(features.rank() - 1);
         SequenceShardContext ctx = context(n);
-        gatherParameters();
+        gatherForStep();
 
         int[] positions = ctx.positions();
         INDArray localFeatures = shard(examples(features, b / d), positions);
@@ -338,6 +353,8 @@ public final class DistributedTrainer {
         net.setData(localFeatures, localLabels, localMask);
         try (SequenceParallel.Scope s = SequenceParallel.enter(ctx)) {
             net.computeGradientAndScore();
+        } finally {
+            gatherPerLayer = false;
         }
 
         INDArray partial = Nd4j.scalar(DataType.DOUBLE, net.score()).reshape(1);
@@ -465,42 +482,74 @@ public final class DistributedTrainer {
         }
     }
 
-    /** First flat index of rank {@code r}'s slice: the vector cut into W near-equal slices, none empty. */
-    private long sliceStart(int r) {
-        return r * paramCount / transport.worldSize();
-    }
-
-    /**
-     * Every rank's slice of the parameter vector, all-gathered into the network's vector: a ring in W - 1 steps,
-     * each passing on the slice received in the step before, so that only one received slice is held at a time
-     * (a plain all-gather would hold all W - 1 before copying them in). Volume: the other slices, per rank.
-     * <pre>
-     *   step s = 1 .. W-1: rank r sends slice r-s+1 to r+1 and receives slice r-s from r-1
-     * </pre>
-     */
+    /** Every rank's slice of the parameter vector, gathered into the network's vector. */
     private void allGatherSlices() {
-        int w = transport.worldSize();
-        int me = transport.rank();
-        INDArray flat = net.params().reshape(paramCount);
-        for (int s = 1; s < w; s++) {
-            int send = Math.floorMod(me - s + 1, w);
-            int receive = Math.floorMod(me - s, w);
-            INDArray got = world.sendRecv((me + 1) % w, slice(flat, send), (me - 1 + w) % w);
-            slice(flat, receive).assign(got.reshape(sliceStart(receive + 1) - sliceStart(receive)));
-            got.close();
-        }
+        shards.gatherAll();
     }
 
     /** Rank {@code r}'s slice of a flat vector (a view). */
     private INDArray slice(INDArray flat, int r) {
-        return flat.get(NDArrayIndex.interval(sliceStart(r), sliceStart(r + 1)));
+        return shards.slice(flat, r);
+    }
+
+    /**
+     * Before a step's forward pass, ZeRO stage 3: the parameters the step needs. Without listeners on the network
+     * itself (DL4J calls those in the middle of the passes, where they must see every parameter), attn4j's
+     * attention layers gather their own parameters each time they run and release them afterwards
+     * ({@link #useParameters}), so only the other layers' parameters are gathered here: the layer-by-layer
+     * gathering of ZeRO stage 3 for the layers that hold most of a transformer's parameters.
+     */
+    private void gatherForStep() {
+        if (paramsWhole) {
+            return;
+        }
+        if (selfGathering.isEmpty() || !net.listeners().isEmpty()) {
+            gatherParameters();
+            return;
+        }
+        long at = 0;
+        for (long[] r : selfGathering) {
+            if (r[0] > at) {
+                shards.gather(at, r[0]);
+            }
+            at = r[1];
+        }
+        if (at < paramCount) {
+            shards.gather(at, paramCount);
+        }
+        gatherPerLayer = true;
+    }
+
+    /**
+     * One use of a layer's parameters (called by the attention layers through the sequence-parallel context):
+     * gathered now, released when the use is closed, while this step gathers per layer.
+     */
+    SequenceParallel.ParameterUse useParameters(INDArray layerParameters) {
+        if (!gatherPerLayer) {
+            return () -> { };
+        }
+        long[] r = shards.rangeOf(layerParameters);
+        shards.gather(r[0], r[1]);
+        return () -> shards.release(r[0], r[1]);
+    }
+
+    /** The flat ranges of the layers (in flat order) that gather their own parameters: attn4j's attention layers. */
+    private static List<long[]> selfGatheringRanges(List<Trainable> layers) {
+        List<long[]> out = new ArrayList<>();
+        long offset = 0;
+        for (Trainable t : layers) {
+            Object layer = t instanceof GraphVertex v && v.hasLayer() ? v.getLayer() : t;
+            if (layer instanceof AttentionLayerBaseImpl<?, ?> && t.numParams() > 0) {
+                out.add(new long[] {offset, offset + t.numParams()});
+            }
+            offset += t.numParams();
+        }
+        return out;
     }
 
     /** ZeRO stage 3 between steps: only this worker's slice of the parameters stays resident. */
     private void releaseUnownedParameters() {
-        INDArray flat = net.params().reshape(paramCount);
-        ResidentPages.release(flat, 0, sliceFrom);
-        ResidentPages.release(flat, sliceTo, paramCount);
+        shards.release(0, paramCount);
         paramsWhole = false;
     }
 
@@ -552,7 +601,7 @@ public final class DistributedTrainer {
         for (int r = 0; r < w; r++) {
             blocks.add(new INDArray[] {slice(grad, r)});
         }
-        INDArray sum = world.reduceScatter(org.attn4j.distributed.collective.Reduction.sum(), blocks)[0];
+        INDArray sum = world.reduceScatter(Reduction.sum(), blocks)[0];
         INDArray mine = slice(grad, transport.rank());
         mine.assign(sum.reshape(mine.shape()));
         sum.close();
@@ -577,7 +626,7 @@ public final class DistributedTrainer {
                         + "into " + parts + " equal parts for the " + layout + " layout over "
                         + sequenceMembers.length + " workers");
             }
-            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n);
+            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n, this::useParameters);
         }
         return context;
     }

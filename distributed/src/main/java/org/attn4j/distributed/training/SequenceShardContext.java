@@ -14,6 +14,7 @@ import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.SequenceParallelLinearAttention;
+import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
  * The {@link SequenceParallel.Context} of one worker for sequences of one length: its positions in its sequence
@@ -30,6 +31,7 @@ final class SequenceShardContext implements SequenceParallel.Context {
     private final int[] positions;
     private final Map<String, SequenceParallelAttention<?>> softmax = new HashMap<>();
     private Communicator linearComm;
+    private final java.util.function.Function<INDArray, SequenceParallel.ParameterUse> parameters;
 
     /**
      * @param job      the job's transport (all W workers)
@@ -37,8 +39,11 @@ final class SequenceShardContext implements SequenceParallel.Context {
      * @param strategy the run's strategy
      * @param causal   whether the network's attention is causal (picks the default layout)
      * @param length   N of this batch
+     * @param parameters what a layer's {@link #useParameters} does (the trainer's ZeRO stage 3 gathering)
      */
-    SequenceShardContext(Transport job, int[] members, ParallelStrategy strategy, boolean causal, int length) {
+    SequenceShardContext(Transport job, int[] members, ParallelStrategy strategy, boolean causal, int length,
+                         java.util.function.Function<INDArray, SequenceParallel.ParameterUse> parameters) {
+        this.parameters = parameters;
         this.group = new GroupTransport(job, Group.of(job, members));
         this.strategy = strategy;
         this.layout = strategy.effectiveLayout(causal);
@@ -84,6 +89,11 @@ final class SequenceShardContext implements SequenceParallel.Context {
             linearComm = Communicator.of(group, Group.world(group), 8);
         }
         return new LaspAttention(linearComm, decay, causal, op);
+    }
+
+    @Override
+    public SequenceParallel.ParameterUse useParameters(INDArray layerParameters) {
+        return parameters.apply(layerParameters);
     }
 
     @Override

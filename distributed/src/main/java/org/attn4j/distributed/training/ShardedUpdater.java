@@ -40,7 +40,6 @@ final class ShardedUpdater {
     }
 
     private final long from;
-    private final long to;
     private final List<Part> parts = new ArrayList<>();
 
     /**
@@ -51,7 +50,6 @@ final class ShardedUpdater {
      */
     ShardedUpdater(List<Run> runs, long from, long to, DataType type) {
         this.from = from;
-        this.to = to;
         for (Run run : runs) {
             long lo = Math.max(from, run.from());
             long hi = Math.min(to, run.to());
@@ -107,16 +105,6 @@ final class ShardedUpdater {
             throw new IllegalArgumentException("DistributedTrainer: parameter " + name + " is not a gradient DL4J "
                     + "divides by the minibatch (e.g. batch normalization statistics); not supported");
         }
-    }
-
-    /** The first flat index this updater covers. */
-    long from() {
-        return from;
-    }
-
-    /** One past the last. */
-    long to() {
-        return to;
     }
 
     /** The optimizer state arrays of the slice, in order (for checkpoints; empty for a stateless updater). */

@@ -1,24 +1,28 @@
 package org.attn4j.distributed.training;
 
 /**
- * How much of the training state each of the W workers holds (ZeRO, Rajbhandari et al.), selectable per run.
- * The flattened parameter vector is cut into W equal slices; worker {@code r} owns slice {@code r}.
+ * How much of the training state each of the W workers holds (ZeRO, Rajbhandari et al., SC 2020), selectable per
+ * run. The flattened parameter vector is cut into W near-equal slices; worker {@code r} owns slice {@code r}.
+ * DL4J keeps one flat parameter and one flat gradient array per network, so stages 2 and 3 cannot shrink those
+ * buffers; they hand the resident pages of the slices a worker does not own back to the operating system. Within a
+ * step the whole gradient is written by DL4J's backward pass. Per-stage memory and traffic: {@code docs/training.md}.
  */
 public enum ZeroStage {
 
     /** No sharding: gradients all-reduced, every worker keeps the whole optimizer state and updates everything. */
     NONE(0),
     /**
-     * Stage 1: gradients all-reduced, but each worker keeps the optimizer state of its own slice only, updates that
-     * slice with the DL4J updater, and the slices are all-gathered.
+     * Stage 1: each worker keeps the optimizer state of its own slice only; the gradients are reduce-scattered,
+     * each worker updates its slice, and the slices are all-gathered (the traffic of an all-reduce).
      */
     OPTIMIZER_STATE(1),
-    /** Stage 2: as stage 1, but gradients are reduce-scattered, so each worker only ever holds its slice's sum. */
+    /** Stage 2: as stage 1, and between steps a worker keeps only its slice of the gradient resident. */
     GRADIENTS(2),
     /**
-     * Stage 3: as stage 2, and between steps a worker keeps only its own parameter slice; the full vector is
-     * gathered at the start of the next step, just before the forward pass (DL4J's layers read one flat
-     * parameter vector, so the gathered copy lives for the step).
+     * Stage 3: as stage 2, and between steps a worker keeps only its slice of the parameters resident. During a
+     * step, attn4j's attention layers gather their parameters when they run and release them afterwards; the other
+     * layers' parameters are gathered at the start of the step (all of them when the network has listeners of
+     * its own), and the whole vector for the trainer's listeners.
      */
     PARAMETERS(3);
 

@@ -41,11 +41,11 @@ public final class ZeroBenchCommand implements Callable<Integer> {
     /** Each worker's Java heap: small, fixed and pre-touched, so the off-heap reading subtracts it exactly. */
     static final String HEAP = "512m";
     /**
-     * The workers' allocator: two glibc arenas and no transparent huge pages, so that what the reading sees is what
-     * the worker holds rather than the allocator's slack (with one arena per thread and huge pages, the same
-     * worker read up to 30 MB apart from its peers).
+     * The workers' allocator: two glibc arenas, every block of 1 MiB or more its own mapping (returned to the system
+     * when freed), no transparent huge pages; so what the reading sees is what the worker holds rather than the
+     * allocator's slack (by default a worker read up to 30 MB apart from its peers, in arena heaps glibc keeps).
      */
-    static final String GLIBC_TUNABLES = "glibc.malloc.arena_max=2";
+    static final String GLIBC_TUNABLES = "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=1048576";
 
     @Option(names = "--workers", paramLabel = "W", split = ",", defaultValue = "1,2,4",
             description = "Worker counts (default: ${DEFAULT-VALUE}; W = 1 always runs, as the reference).")
@@ -78,19 +78,17 @@ public final class ZeroBenchCommand implements Callable<Integer> {
 
     /**
      * One worker count and stage. The counts are the largest worker's (slices differ by at most one element); the
-     * measured bytes are the median worker's, with the largest beside them: now and then one worker process of a
-     * run holds some 20 MB more than its peers, for the whole time it is read (JVM and allocator state unrelated
-     * to the training state), and the median is not moved by one such worker.
+     * measured bytes are the median worker's, with the largest beside them (the median is not moved by one
+     * worker whose JVM happens to hold more of its own memory when read).
      */
     record Row(int workers, int stage, long params, long stateBytes, long gradientBytes, long paramBytes,
-               long measuredBytes, long largestMeasuredBytes, long stepPeakBytes) {
+               long measuredBytes, long largestMeasuredBytes) {
         /** A worker's {@code RESULT} line. */
         static Row parse(String csv) {
             String[] f = csv.strip().split(",");
             long measured = Long.parseLong(f[6]);
             return new Row(Integer.parseInt(f[0]), Integer.parseInt(f[1]), Long.parseLong(f[2]),
-                    Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), measured, measured,
-                    Long.parseLong(f[7]));
+                    Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), measured, measured);
         }
 
         /** The row of a run from its workers' rows. */
@@ -103,8 +101,7 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                     workers.stream().mapToLong(Row::stateBytes).max().orElseThrow(),
                     workers.stream().mapToLong(Row::gradientBytes).max().orElseThrow(),
                     workers.stream().mapToLong(Row::paramBytes).max().orElseThrow(),
-                    median, measured[n - 1],
-                    workers.stream().mapToLong(Row::stepPeakBytes).max().orElseThrow());
+                    median, measured[n - 1]);
         }
     }
 
@@ -195,22 +192,18 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                 .append(" tokens, ").append(s.steps()).append(" steps.\n\n");
         b.append("- *off-heap at rest*: measured after the last step, once every worker is done, on each worker "
                 + "(the median worker, and the largest): the least of six readings a second apart, each after a "
-                + "garbage collection, of its resident anonymous memory (`RssAnon`) minus its Java heap (fixed and pre-touched). "
-                + "ND4J keeps its arrays there, and no ND4J or javacpp counter sees them. The workers run with two "
-                + "glibc arenas (`GLIBC_TUNABLES=" + GLIBC_TUNABLES + "`), so allocator slack does not blur the "
-                + "reading.\n");
-        b.append("- *rise during a step*: how far the worker's resident set rose above its level at rest during "
-                + "the last step (Linux `VmHWM`): the whole gradient the backward pass writes, the parameters "
-                + "stage 3 gathers, activations and transfer buffers.\n");
+                + "garbage collection, of its resident anonymous memory (`RssAnon`) minus its Java heap (fixed and "
+                + "pre-touched). ND4J keeps its arrays there, and no ND4J or javacpp counter sees them. The workers "
+                + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES="
+                + GLIBC_TUNABLES + "`), so allocator slack does not blur the reading.\n");
         b.append("- *kept by design*: the trainer's own count of the optimizer state, gradient and parameter bytes "
                 + "it keeps between steps.\n\n");
-        b.append("| W | stage | off-heap at rest: median worker (largest) | same stage, W = 1 | rise during a step | "
-                + "kept by design: state / gradient / parameters |\n|---:|---:|---:|---:|---:|---:|\n");
+        b.append("| W | stage | off-heap at rest: median worker (largest) | same stage, W = 1 | kept by design: "
+                + "state / gradient / parameters |\n|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB (%.0f) | %.0f MB | %.0f MB | %.0f / %.0f / %.0f "
-                    + "MB |%n", r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
-                    oneWorker(rows, r) / mb, r.stepPeakBytes() / mb, r.stateBytes() / mb, r.gradientBytes() / mb,
-                    r.paramBytes() / mb));
+            b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB (%.0f) | %.0f MB | %.0f / %.0f / %.0f MB |%n",
+                    r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
+                    oneWorker(rows, r) / mb, r.stateBytes() / mb, r.gradientBytes() / mb, r.paramBytes() / mb));
         }
         return b.toString();
     }

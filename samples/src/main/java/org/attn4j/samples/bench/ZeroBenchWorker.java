@@ -9,7 +9,6 @@ import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.metrics.OffHeapMemory;
-import org.attn4j.samples.metrics.PeakMemory;
 import org.attn4j.samples.train.GptModel;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -21,10 +20,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH}.
  * Trains the GPT-like model {@code STEPS} Adam steps sequence-parallel (ring attention over every worker) at ZeRO
  * stage {@code STAGE}, then prints {@code RESULT workers,stage,params,optimizer_state_bytes,gradient_bytes,
- * current_parameter_bytes,measured_offheap_bytes,step_peak_bytes}: the trainer's own counts of what it keeps by
- * design, the off-heap bytes this process holds after the last step, once every worker is done
- * ({@link OffHeapMemory}), and how far the
- * resident set rose above its level at rest during the last step ({@link PeakMemory}).
+ * current_parameter_bytes,measured_offheap_bytes}: the trainer's own counts of what it keeps by design, and the
+ * off-heap bytes this process holds after the last step, once every worker is done ({@link OffHeapMemory#atRest}).
  */
 public final class ZeroBenchWorker {
 
@@ -49,22 +46,18 @@ public final class ZeroBenchWorker {
             MultiLayerNetwork net = model.build();
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
                     .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, w).withZero(stage)).build();
-            for (int i = 0; i < steps - 1; i++) {
+            for (int i = 0; i < steps; i++) {
                 trainer.fit(data);
             }
-            PeakMemory.collectGarbage();
-            PeakMemory peak = PeakMemory.start();
-            trainer.fit(data);
-            PeakMemory.Reading step = peak.stop();
             // Read once every worker is done: a faster peer's next transfer would land in this worker's memory.
             Communicator.world(t).barrier();
             long measured = OffHeapMemory.atRest(6);
             if (!Double.isFinite(trainer.score())) {
                 throw new IllegalStateException("loss is " + trainer.score());
             }
-            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
+            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
                     net.numParams(), trainer.optimizerStateBytes(), trainer.gradientBytes(),
-                    trainer.currentParameterBytes(), measured, step.increaseBytes());
+                    trainer.currentParameterBytes(), measured);
             System.out.flush();
         }
     }
