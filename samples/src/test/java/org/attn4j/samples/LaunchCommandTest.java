@@ -35,8 +35,8 @@ class LaunchCommandTest {
         CliRun r = CliRun.of("launch", "--workers", "2", "nonsense");
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode());
         assertEquals(1, r.errLines().length, r.err());
-        assertTrue(r.err().startsWith("launch: 'nonsense' is neither an attn4j subcommand (bench, check, generate, "
-                + "plan, train)"), r.err());
+        assertTrue(r.err().startsWith("launch: 'nonsense' is neither an attn4j subcommand (bench, check, checkpoint, "
+                + "generate, plan, train)"), r.err());
     }
 
     @Test
