@@ -605,11 +605,11 @@ public final class DistributedTrainer {
         INDArray mine = slice(grad, transport.rank());
         mine.assign(sum.reshape(mine.shape()));
         sum.close();
-        updater.step(mine, params, iteration, epoch, divisor);
-        if (strategy.zero().stage() >= 2) {
+        if (strategy.zero().stage() >= 2) {          // from here to the next backward pass: the slice only
             ResidentPages.release(grad, 0, sliceFrom);
             ResidentPages.release(grad, sliceTo, paramCount);
         }
+        updater.step(mine, params, iteration, epoch, divisor);
         if (strategy.zero() == ZeroStage.PARAMETERS) {
             paramsWhole = false;                   // the other slices are a step behind until gathered
         } else {
