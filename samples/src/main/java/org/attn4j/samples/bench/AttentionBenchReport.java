@@ -127,8 +127,8 @@ final class AttentionBenchReport {
                            String command, String memoryMeasure) {
         StringBuilder b = new StringBuilder();
         b.append("## Attention: attn4j vs ND4J's stock op\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), %.1f GiB RAM, OMP_NUM_THREADS=%s, "
-                        + "OPENBLAS_NUM_THREADS=%s, Java %s, ND4J %s.%n%n", command, m.date(), m.cores(),
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), %.1f GiB RAM, OMP_NUM_THREADS=%s, "
+                        + "OPENBLAS_NUM_THREADS=%s, Java %s, ND4J %s.%n%n", command, m.cores(),
                 m.cpuModel(), m.memTotalBytes() / (double) (1L << 30), m.ompNumThreads(), m.openblasNumThreads(),
                 m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, scale 1/sqrt(D). Time: "

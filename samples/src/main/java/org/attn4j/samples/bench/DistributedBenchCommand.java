@@ -268,7 +268,7 @@ public final class DistributedBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder("## Sequence-parallel attention over worker processes\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.date(),
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
                 m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: causal attention, float32, B = %d, H = %d, Hkv = %d, D = %d; "
                 + "each algorithm in its default layout (ring and WallFacer zigzag, ATTENTION2D striped, LASP and "

@@ -510,8 +510,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder("## Linear attention (causal, with decay) vs flash attention\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
-                command, m.date(), m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
+                command, m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
         b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
                 + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
                 + "rounds, each timing every variant at every N once, the N in a shuffled order, the workspace "

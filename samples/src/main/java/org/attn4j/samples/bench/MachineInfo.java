@@ -5,16 +5,13 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.ZoneOffset;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.List;
 import java.util.Properties;
 
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * Where and when a benchmark ran, for its report.
+ * Where a benchmark ran, for its report.
  *
  * @param cores               processors the JVM sees
  * @param cpuModel            CPU model name, or "unknown"
@@ -23,17 +20,15 @@ import org.nd4j.linalg.factory.Nd4j;
  * @param openblasNumThreads  {@code OPENBLAS_NUM_THREADS}, or "unset"
  * @param javaVersion         {@code java.version}
  * @param nd4jVersion         ND4J's version from its jar, or "unknown"
- * @param date                UTC date and time, ISO style
  */
 public record MachineInfo(int cores, String cpuModel, long memTotalBytes, String ompNumThreads,
-                          String openblasNumThreads, String javaVersion, String nd4jVersion, String date) {
+                          String openblasNumThreads, String javaVersion, String nd4jVersion) {
 
-    /** This machine, now. */
+    /** This machine. */
     public static MachineInfo current() {
         return new MachineInfo(Runtime.getRuntime().availableProcessors(), readCpuModel(),
                 procLong("/proc/meminfo", "MemTotal"), env("OMP_NUM_THREADS"), env("OPENBLAS_NUM_THREADS"),
-                System.getProperty("java.version"), readNd4jVersion(),
-                ZonedDateTime.now(ZoneOffset.UTC).format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+                System.getProperty("java.version"), readNd4jVersion());
     }
 
     /** {@code MemAvailable} from /proc/meminfo in bytes, or -1 where there is none. */

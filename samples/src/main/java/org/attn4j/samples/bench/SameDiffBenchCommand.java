@@ -143,7 +143,7 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder("## SameDiff: forward + backward through a graph\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.date(),
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
                 m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
         b.append("- Setup: one head, D = ").append(headDim).append(", float32, causal; q, k, v are graph variables; "
                 + "one pass = `sd.calculateGradients` for q, k, v of `sum(O * g)`; median of ").append(repeats)

@@ -166,7 +166,7 @@ public final class TrainingBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder("## Training: flash vs linear vs DL4J's stock attention\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.date(),
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
                 m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
         b.append("- Setup: the GPT-like model of `attn4j train` (d 64, 2 pre-norm blocks, 4 heads, vocabulary 256, "
                 + "float32, Adam) on random bytes; batch = max(1, " + tokens + " / N); two untimed steps, then "

@@ -235,7 +235,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder("## Transport: Aeron between worker processes\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, %s, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.date(),
+        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
                 m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
         b.append("- Setup: worker JVMs started by the local launcher on this machine, each with its own embedded "
                 + "Aeron media driver, talking UDP over loopback; float32 arrays; GB = 10^9 bytes. Median of "
