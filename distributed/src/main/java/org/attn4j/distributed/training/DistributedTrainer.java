@@ -389,7 +389,7 @@ public final class DistributedTrainer {
     private void checkpoint(int step) {
         int w = transport.worldSize();
         List<INDArray> arrays = new ArrayList<>();
-        arrays.add(net.params().reshape(paramCount).get(NDArrayIndex.interval(sliceFrom, sliceTo)).dup());
+        arrays.add(shards.slice(net.params(), transport.rank()).dup());
         arrays.addAll(updater.states());
         CheckpointStore.Header h = new CheckpointStore.Header(run, fingerprint, w, strategy.zero().stage(),
                 transport.rank(), sliceFrom, sliceTo, net.iteration(), net.epoch(), batchesDone,
@@ -482,16 +482,6 @@ public final class DistributedTrainer {
         }
     }
 
-    /** Every rank's slice of the parameter vector, gathered into the network's vector. */
-    private void allGatherSlices() {
-        shards.gatherAll();
-    }
-
-    /** Rank {@code r}'s slice of a flat vector (a view). */
-    private INDArray slice(INDArray flat, int r) {
-        return shards.slice(flat, r);
-    }
-
     /**
      * Before a step's forward pass, ZeRO stage 3: the parameters the step needs. Without listeners on the network
      * itself (DL4J calls those in the middle of the passes, where they must see every parameter), attn4j's
@@ -572,7 +562,7 @@ public final class DistributedTrainer {
         if (paramsWhole) {
             return;
         }
-        allGatherSlices();
+        shards.gatherAll();
         paramsWhole = true;
     }
 
@@ -599,10 +589,10 @@ public final class DistributedTrainer {
         int w = transport.worldSize();
         List<INDArray[]> blocks = new ArrayList<>(w);
         for (int r = 0; r < w; r++) {
-            blocks.add(new INDArray[] {slice(grad, r)});
+            blocks.add(new INDArray[] {shards.slice(grad, r)});
         }
         INDArray sum = world.reduceScatter(Reduction.sum(), blocks)[0];
-        INDArray mine = slice(grad, transport.rank());
+        INDArray mine = shards.slice(grad, transport.rank());
         mine.assign(sum.reshape(mine.shape()));
         sum.close();
         if (strategy.zero().stage() >= 2) {          // from here to the next backward pass: the slice only
@@ -613,7 +603,7 @@ public final class DistributedTrainer {
         if (strategy.zero() == ZeroStage.PARAMETERS) {
             paramsWhole = false;                   // the other slices are a step behind until gathered
         } else {
-            allGatherSlices();
+            shards.gatherAll();
         }
     }
 
