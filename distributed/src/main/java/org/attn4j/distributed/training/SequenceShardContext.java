@@ -2,6 +2,7 @@ package org.attn4j.distributed.training;
 
 import java.util.HashMap;
 import java.util.Map;
+import java.util.function.Function;
 
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
@@ -31,7 +32,7 @@ final class SequenceShardContext implements SequenceParallel.Context {
     private final int[] positions;
     private final Map<String, SequenceParallelAttention<?>> softmax = new HashMap<>();
     private Communicator linearComm;
-    private final java.util.function.Function<INDArray, SequenceParallel.ParameterUse> parameters;
+    private final Function<INDArray, SequenceParallel.ParameterUse> parameters;
 
     /**
      * @param job      the job's transport (all W workers)
@@ -42,7 +43,7 @@ final class SequenceShardContext implements SequenceParallel.Context {
      * @param parameters what a layer's {@link #useParameters} does (the trainer's ZeRO stage 3 gathering)
      */
     SequenceShardContext(Transport job, int[] members, ParallelStrategy strategy, boolean causal, int length,
-                         java.util.function.Function<INDArray, SequenceParallel.ParameterUse> parameters) {
+                         Function<INDArray, SequenceParallel.ParameterUse> parameters) {
         this.parameters = parameters;
         this.group = new GroupTransport(job, Group.of(job, members));
         this.strategy = strategy;

@@ -4,9 +4,11 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 
+import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.api.Model;
 import org.deeplearning4j.nn.api.Trainable;
 import org.deeplearning4j.nn.graph.ComputationGraph;
+import org.deeplearning4j.nn.graph.vertex.GraphVertex;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.nn.updater.BaseMultiLayerUpdater;
 import org.deeplearning4j.optimize.api.TrainingListener;
@@ -117,7 +119,7 @@ interface TrainableNetwork {
         @Override
         public List<Trainable> orderedLayers() {
             List<Trainable> out = new ArrayList<>();
-            for (org.deeplearning4j.nn.api.Layer l : net.getLayers()) {
+            for (Layer l : net.getLayers()) {
                 if (l.numParams() > 0) {
                     out.add(l);
                 }
@@ -219,7 +221,7 @@ interface TrainableNetwork {
         @Override
         public List<Trainable> orderedLayers() {
             List<Trainable> out = new ArrayList<>();
-            org.deeplearning4j.nn.graph.vertex.GraphVertex[] vertices = graph.getVertices();
+            GraphVertex[] vertices = graph.getVertices();
             for (int i : graph.topologicalSortOrder()) {
                 if (vertices[i].numParams() > 0) {
                     out.add(vertices[i]);
