@@ -1,15 +1,15 @@
 package org.attn4j.distributed.launch;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
 /**
- * What a worker process learns from its environment: its rank, the world size, every rank's UDP endpoint, the
- * job token and the optional settings. Any scheduler (the {@link LocalLauncher}, a shell loop over ssh, Slurm,
- * Kubernetes) starts a worker by setting these variables:
+ * What a worker process knows once it can start its transport: its rank, the world size, every rank's UDP
+ * endpoint, the job token and the optional settings. {@link #from} reads them from the variables a scheduler sets
+ * ({@link JobEnvironment}: this launcher's, torchrun's, Slurm's, MPI's, a Kubernetes indexed Job's), meeting the
+ * other ranks at a rendezvous when no peer list is given. The static form, as the {@link LocalLauncher} sets it:
  *
  * <pre>
  *   ATTN4J_RANK        this worker's rank, 0 &lt;= rank &lt; world size
@@ -18,7 +18,8 @@ import java.util.Optional;
  *   ATTN4J_JOB_TOKEN   a shared secret of at least 16 characters, the same for every rank of the job
  *   ATTN4J_TIMEOUT_MS  optional: how long a transport call may wait (default 60000)
  *   ATTN4J_AERON_DIR   optional: the Aeron directory of an external media driver
- *   ATTN4J_BIND        optional: the address to bind (default: loopback)
+ *   ATTN4J_BIND        optional: the address to bind (default: loopback with a peer list; with a rendezvous,
+ *                      the address of the interface that routes to the master)
  * </pre>
  *
  * Immutable; {@link #toString()} never shows the token.
@@ -108,32 +109,15 @@ public record WorkerEnvironment(int rank, int worldSize, List<Endpoint> peers, S
     }
 
     /**
-     * Reads the variables from {@code env}.
+     * Reads the variables from {@code env} ({@link JobEnvironment}: the rank from this launcher's or torchrun's,
+     * Slurm's, MPI's or a Kubernetes indexed Job's variables) and, without {@code ATTN4J_PEERS}, meets the other
+     * ranks at the master ({@code MASTER_ADDR}, {@code MASTER_PORT}) to learn their endpoints.
      *
-     * @throws IllegalArgumentException naming the variable, what was expected and what it held
+     * @throws IllegalArgumentException    naming the variable, what was expected and what it held
+     * @throws RendezvousException          in one line, when the ranks could not meet
      */
     public static WorkerEnvironment from(Map<String, String> env) {
-        int worldSize = integer(env, WORLD_SIZE, "the number of workers, an integer >= 1");
-        int rank = integer(env, RANK, "this worker's rank, an integer in [0, " + WORLD_SIZE + ")");
-        String peerList = required(env, PEERS, "host:port of every rank, comma-separated");
-        List<Endpoint> peers = new ArrayList<>();
-        String[] entries = peerList.split(",", -1);
-        for (int i = 0; i < entries.length; i++) {
-            peers.add(endpoint(entries[i].strip(), i));
-        }
-        String token = required(env, JOB_TOKEN, "the job's shared secret");
-        Duration timeout = DEFAULT_TIMEOUT;
-        String ms = env.get(TIMEOUT_MS);
-        if (ms != null && !ms.isBlank()) {
-            try {
-                timeout = Duration.ofMillis(Long.parseLong(ms.strip()));
-            } catch (NumberFormatException e) {
-                throw new IllegalArgumentException(TIMEOUT_MS + ": expected a positive number of milliseconds, got \""
-                        + ms + "\"");
-            }
-        }
-        return new WorkerEnvironment(rank, worldSize, peers, token, timeout, optional(env, AERON_DIR),
-                optional(env, BIND));
+        return JobEnvironment.from(env).connect();
     }
 
     /** This worker's own endpoint. */
@@ -165,29 +149,10 @@ public record WorkerEnvironment(int rank, int worldSize, List<Endpoint> peers, S
         return String.join(",", peers.stream().map(Endpoint::toString).toList());
     }
 
-    private static String required(Map<String, String> env, String name, String meaning) {
-        String v = env.get(name);
-        if (v == null || v.isBlank()) {
-            throw new IllegalArgumentException(name + " is not set: expected " + meaning);
-        }
-        return v;
-    }
 
-    private static Optional<String> optional(Map<String, String> env, String name) {
-        String v = env.get(name);
-        return v == null || v.isBlank() ? Optional.empty() : Optional.of(v.strip());
-    }
 
-    private static int integer(Map<String, String> env, String name, String meaning) {
-        String v = required(env, name, meaning);
-        try {
-            return Integer.parseInt(v.strip());
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(name + ": expected " + meaning + ", got \"" + v + "\"");
-        }
-    }
 
-    private static Endpoint endpoint(String entry, int rank) {
+    static Endpoint endpoint(String entry, int rank) {
         String bad = PEERS + " entry " + rank + ": expected host:port with a port in [1, 65535], got \"" + entry
                 + "\"";
         int colon = entry.lastIndexOf(':');

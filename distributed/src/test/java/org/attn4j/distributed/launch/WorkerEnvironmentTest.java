@@ -59,11 +59,14 @@ class WorkerEnvironmentTest {
 
     @Test
     void refusesMissingVariablesNamingThem() {
-        for (String name : List.of("ATTN4J_RANK", "ATTN4J_WORLD_SIZE", "ATTN4J_PEERS", "ATTN4J_JOB_TOKEN")) {
+        for (String name : List.of("ATTN4J_RANK", "ATTN4J_WORLD_SIZE", "ATTN4J_JOB_TOKEN")) {
             Map<String, String> m = good();
             m.remove(name);
             assertRefused(m, name + " is not set: expected");
         }
+        Map<String, String> m = good();
+        m.remove("ATTN4J_PEERS");
+        assertRefused(m, "no way to find the other ranks: set MASTER_ADDR and MASTER_PORT", "or ATTN4J_PEERS");
     }
 
     @Test
