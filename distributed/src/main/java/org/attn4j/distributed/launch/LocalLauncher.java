@@ -86,7 +86,7 @@ public final class LocalLauncher {
      */
     public LaunchResult run() throws IOException, InterruptedException {
         int p = b.workers;
-        int[] ports = b.ports != null ? b.ports : FreePorts.udp(p);
+        int[] ports = b.ports != null ? b.ports : b.master != null ? null : FreePorts.udp(p);
         String token = newJobToken();
         List<Process> processes = new CopyOnWriteArrayList<>();
         List<Thread> pumps = new ArrayList<>();
@@ -103,7 +103,8 @@ public final class LocalLauncher {
                 int rank = r;
                 proc.onExit().thenRun(() -> exits.add(rank));
             }
-            LOG.info("started {} workers of {} (ports {})", p, b.mainClass, java.util.Arrays.toString(ports));
+            LOG.info("started {} workers of {} ({})", p, b.mainClass, ports != null ? "ports "
+                    + java.util.Arrays.toString(ports) : "rendezvous at " + b.master);
             LaunchResult result = watch(processes, exits, start);
             for (Thread t : pumps) {
                 t.join(TimeUnit.SECONDS.toMillis(5));
@@ -122,7 +123,7 @@ public final class LocalLauncher {
     }
 
     private Process start(int rank, int[] ports, String token) throws IOException {
-        List<String> cmd = new ArrayList<>();
+        List<String> cmd = new ArrayList<>(b.prefix.apply(rank));
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.add("-Xmx" + b.heap);
         cmd.addAll(JVM_FLAGS);
@@ -135,13 +136,23 @@ public final class LocalLauncher {
         Map<String, String> env = pb.environment();
         env.put("OMP_NUM_THREADS", "1");
         env.put("OPENBLAS_NUM_THREADS", "1");
-        StringBuilder peers = new StringBuilder();
-        for (int port : ports) {
-            peers.append(peers.length() == 0 ? "" : ",").append("127.0.0.1:").append(port);
+        if (b.master != null) {                            // as torchrun: rank, world size and master only
+            env.remove(WorkerEnvironment.RANK);
+            env.remove(WorkerEnvironment.WORLD_SIZE);
+            env.remove(WorkerEnvironment.PEERS);
+            env.put("RANK", Integer.toString(rank));
+            env.put("WORLD_SIZE", Integer.toString(b.workers));
+            env.put("MASTER_ADDR", b.master.host());
+            env.put("MASTER_PORT", Integer.toString(b.master.port()));
+        } else {
+            StringBuilder peers = new StringBuilder();
+            for (int port : ports) {
+                peers.append(peers.length() == 0 ? "" : ",").append("127.0.0.1:").append(port);
+            }
+            env.put(WorkerEnvironment.RANK, Integer.toString(rank));
+            env.put(WorkerEnvironment.WORLD_SIZE, Integer.toString(b.workers));
+            env.put(WorkerEnvironment.PEERS, peers.toString());
         }
-        env.put(WorkerEnvironment.RANK, Integer.toString(rank));
-        env.put(WorkerEnvironment.WORLD_SIZE, Integer.toString(b.workers));
-        env.put(WorkerEnvironment.PEERS, peers.toString());
         env.put(WorkerEnvironment.JOB_TOKEN, token);
         env.putAll(b.env);
         env.putAll(b.rankEnv.getOrDefault(rank, Map.of()));
@@ -235,6 +246,8 @@ public final class LocalLauncher {
         private final Map<String, String> env = new LinkedHashMap<>();
         private final Map<Integer, Map<String, String>> rankEnv = new HashMap<>();
         private int[] ports;
+        private WorkerEnvironment.Endpoint master;
+        private java.util.function.IntFunction<List<String>> prefix = rank -> List.of();
         private Consumer<String> stdout = line -> LOG.info("{}", line);
         private Consumer<String> stderr = line -> LOG.warn("{}", line);
 
@@ -317,6 +330,28 @@ public final class LocalLauncher {
                         + " workers");
             }
             this.ports = ports.clone();
+            return this;
+        }
+
+        /**
+         * Start the workers as torchrun does: {@code RANK}, {@code WORLD_SIZE}, {@code MASTER_ADDR} and
+         * {@code MASTER_PORT} (and the job token), no peer list; rank 0 serves the rendezvous at
+         * {@code host:port}, which must be one of its addresses.
+         */
+        public Builder rendezvous(String host, int port) {
+            if (ports != null) {
+                throw new IllegalArgumentException("LocalLauncher: fixed ports and a rendezvous exclude each other");
+            }
+            this.master = new WorkerEnvironment.Endpoint(Objects.requireNonNull(host, "host"), port);
+            return this;
+        }
+
+        /**
+         * Words put before each worker's {@code java} command, by rank: e.g. {@code ip netns exec NAME} to start
+         * it in a network namespace (default: none).
+         */
+        public Builder prefix(java.util.function.IntFunction<List<String>> prefix) {
+            this.prefix = Objects.requireNonNull(prefix, "prefix");
             return this;
         }
 

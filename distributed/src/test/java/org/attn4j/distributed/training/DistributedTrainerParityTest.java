@@ -28,7 +28,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * {@code net.fit(batch)} in one process, for every attention strategy, float64 to 1e-6 relative.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
-class DistributedTrainerParityTest {
+public class DistributedTrainerParityTest {
 
     private static final int STEPS = 20;
     private static final int BATCH = 4;
@@ -90,7 +90,7 @@ class DistributedTrainerParityTest {
     }
 
     /** The scores {@code net.fit(batch)} reports, one process, whole batches. */
-    static double[] singleProcess(DataType type, boolean linear, int kvHeads, long seed, List<DataSet> batches) {
+    public static double[] singleProcess(DataType type, boolean linear, int kvHeads, long seed, List<DataSet> batches) {
         MultiLayerNetwork net = TrainingFixtures.gpt(type, linear, kvHeads, seed);
         double[] curve = new double[batches.size()];
         for (int i = 0; i < batches.size(); i++) {

@@ -32,11 +32,11 @@ import org.nd4j.linalg.learning.config.Adam;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
 
 /** A small GPT-like network, seeded next-token batches, and running a body on W in-JVM workers. */
-final class TrainingFixtures {
+public final class TrainingFixtures {
 
     static final int VOCAB = 11;
     static final int WIDTH = 16;
-    static final int HEADS = 4;
+    public static final int HEADS = 4;
 
     private TrainingFixtures() {
     }
@@ -73,7 +73,7 @@ final class TrainingFixtures {
     }
 
     /** {@code steps} batches of {@code b} token sequences of length {@code n}, labels the next token. */
-    static List<DataSet> batches(DataType type, int steps, int b, int n, long seed) {
+    public static List<DataSet> batches(DataType type, int steps, int b, int n, long seed) {
         Random rnd = new Random(seed);
         List<DataSet> out = new ArrayList<>();
         for (int s = 0; s < steps; s++) {
