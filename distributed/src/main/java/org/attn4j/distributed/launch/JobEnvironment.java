@@ -101,12 +101,15 @@ public record JobEnvironment(String launcher, int rank, int worldSize, int local
     }
 
     /**
-     * The launcher whose variables are present in {@code env} ("attn4j", "torchrun", "slurm", "open-mpi", "pmi",
-     * "kubernetes"), or empty when none is: then a command starts its own local workers.
+     * The launcher whose rank and world size variables are both present in {@code env} ("attn4j", "torchrun",
+     * "slurm", "open-mpi", "pmi", "kubernetes"), or empty when none is: then a command starts its own local
+     * workers. (A lone {@code RANK} is no torchrun job.)
      */
     public static Optional<String> launcherOf(Map<String, String> env) {
         for (Source s : SOURCES) {
-            if (set(env, s.rank)) {
+            boolean world = s.worldSize != null ? set(env, s.worldSize)
+                    : set(env, WorkerEnvironment.WORLD_SIZE) || set(env, "WORLD_SIZE");
+            if (set(env, s.rank) && world) {
                 return Optional.of(s.launcher);
             }
         }

@@ -13,14 +13,21 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Collectors;
 
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.samples.JobRank;
 import org.attn4j.samples.UserInputException;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
@@ -92,9 +99,18 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
+    /** Where the workers ran, for the report. */
+    private String where = "P worker JVMs on this machine over Aeron (UDP loopback)";
+
     /** One rank's result line. */
     record RankRow(String algo, int workers, int n, int rank, String config, double forwardMs, double backwardMs,
                    long forwardBytes, long backwardBytes) {
+        /** The line a worker prints, the inverse of {@link #parse}. */
+        String csv() {
+            return String.format(Locale.ROOT, "%s,%d,%d,%d,%s,%.3f,%.3f,%d,%d", algo, workers, n, rank, config,
+                    forwardMs, backwardMs, forwardBytes, backwardBytes);
+        }
+
         static RankRow parse(String csv) {
             String[] f = csv.split(",", -1);
             return new RankRow(f[0], Integer.parseInt(f[1]), Integer.parseInt(f[2]), Integer.parseInt(f[3]), f[4],
@@ -132,12 +148,22 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                     + "multiple of --kv-heads, got " + lengths + ", " + repeats + ", " + batch + ", " + dim + ", "
                     + heads + "/" + kvHeads);
         }
-        Files.createDirectories(out);
+        Optional<JobEnvironment> job = JobRank.detect(spec, workers.size() == 1 ? workers.get(0) : -1);
         MachineInfo machine = MachineInfo.current();
         List<RankRow> ranks = new ArrayList<>();
-        for (int p : workers) {
-            ranks.addAll(run(p, names));
+        if (job.isPresent()) {
+            workers = List.of(job.get().worldSize());
+            where = "P ranks started by " + job.get().launcher() + ", over Aeron (UDP)";
+            ranks = runAsRank(names);
+            if (ranks == null) {
+                return 0;                                      // rank 0 of the job writes the results
+            }
+        } else {
+            for (int p : workers) {
+                ranks.addAll(run(p, names));
+            }
         }
+        Files.createDirectories(out);
         List<Row> rows = aggregate(ranks);
         writeCsv(out.resolve(CSV), rows);
         writeTimeChart(out.resolve(PNG), rows);
@@ -177,6 +203,42 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                     + "); their stderr:\n" + String.join("\n", tail));
         }
         return rows;
+    }
+
+    /**
+     * This process is one rank of a job a scheduler started: it measures with the others, and every rank's rows
+     * travel to every rank; null on the ranks other than 0.
+     */
+    private List<RankRow> runAsRank(List<String> names) {
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            List<RankRow> mine = DistributedBenchWorker.run(t, names, lengths.stream().mapToInt(Integer::intValue)
+                    .toArray(), batch, heads, kvHeads, dim, repeats);
+            if (mine.isEmpty()) {
+                throw new UserInputException("no algorithm of " + names + " accepts P = " + t.worldSize() + " with N "
+                        + "in " + lengths);
+            }
+            double[][] m = new double[mine.size()][];
+            for (int i = 0; i < m.length; i++) {
+                RankRow r = mine.get(i);
+                m[i] = new double[] {names.indexOf(r.algo()), r.n(), r.forwardMs(), r.backwardMs(), r.forwardBytes(),
+                    r.backwardBytes()};
+            }
+            Communicator world = Communicator.world(t);
+            List<INDArray> all = world.allGather(Nd4j.createFromArray(m));
+            world.barrier();                                   // no rank closes while another still receives
+            if (t.rank() != 0) {
+                return null;
+            }
+            List<RankRow> rows = new ArrayList<>();
+            for (int rank = 0; rank < all.size(); rank++) {
+                double[][] x = all.get(rank).toDoubleMatrix();
+                for (int i = 0; i < x.length; i++) {
+                    rows.add(new RankRow(names.get((int) x[i][0]), t.worldSize(), (int) x[i][1], rank,
+                            mine.get(i).config(), x[i][2], x[i][3], (long) x[i][4], (long) x[i][5]));
+                }
+            }
+            return rows;
+        }
     }
 
     static List<Row> aggregate(List<RankRow> ranks) {
@@ -274,8 +336,7 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 + "each algorithm in its default layout (ring and WallFacer zigzag, ATTENTION2D striped, LASP and "
                 + "Ulysses contiguous); WallFacer with the largest team C whose square divides P; LASP is linear "
                 + "attention with decay 0.99 (a different op: its times are not comparable with the softmax "
-                + "algorithms'). P worker JVMs on this machine over Aeron (UDP loopback).%n", batch, heads, kvHeads,
-                dim));
+                + "algorithms'). %s.%n", batch, heads, kvHeads, dim, where));
         b.append("- Time: each rank's median of " + repeats + " timed forward+backward passes after two untimed ones "
                 + "(and two seconds of local flash passes per worker first, for the JIT), "
                 + "a barrier before each; the slowest rank's. Bytes: what each rank sent in one forward+backward "

@@ -1,6 +1,8 @@
 package org.attn4j.samples.bench;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
@@ -52,32 +54,42 @@ public final class DistributedBenchWorker {
 
     /** Entry point; see the class comment. */
     public static void main(String[] args) {
-        String[] algos = args[0].split(",");
+        List<String> algos = List.of(args[0].split(","));
         int[] lengths = Arrays.stream(args[1].split(",")).mapToInt(Integer::parseInt).toArray();
-        int b = Integer.parseInt(args[2]);
-        int h = Integer.parseInt(args[3]);
-        int hkv = Integer.parseInt(args[4]);
-        int d = Integer.parseInt(args[5]);
-        int repeats = Integer.parseInt(args[6]);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
-            Communicator world = Communicator.world(t);
-            warmUp(h, hkv, d);
-            world.barrier();
-            for (String name : algos) {
-                SequenceAlgorithm a = SequenceAlgorithm.byName(name);
-                for (int n : lengths) {
-                    SequenceAlgorithm.Settings s = settings(a, t.worldSize(), n, h, hkv);
-                    try {
-                        a.validate(s);
-                    } catch (IllegalArgumentException e) {
-                        continue;                    // every rank skips the same configurations
-                    }
-                    measure(t, world, a, s, b, d, repeats);
-                }
+            for (DistributedBenchCommand.RankRow row : run(t, algos, lengths, Integer.parseInt(args[2]),
+                    Integer.parseInt(args[3]), Integer.parseInt(args[4]), Integer.parseInt(args[5]),
+                    Integer.parseInt(args[6]))) {
+                System.out.println(RESULT + row.csv());
             }
-            world.barrier();
         }
         System.out.flush();
+    }
+
+    /**
+     * Measures every algorithm of {@code algos} that accepts the configuration at every N on this rank, with the
+     * other ranks of {@code t}; every rank returns its own rows.
+     */
+    static List<DistributedBenchCommand.RankRow> run(AeronTransport t, List<String> algos, int[] lengths, int b,
+                                                     int h, int hkv, int d, int repeats) {
+        List<DistributedBenchCommand.RankRow> rows = new ArrayList<>();
+        Communicator world = Communicator.world(t);
+        warmUp(h, hkv, d);
+        world.barrier();
+        for (String name : algos) {
+            SequenceAlgorithm a = SequenceAlgorithm.byName(name);
+            for (int n : lengths) {
+                SequenceAlgorithm.Settings s = settings(a, t.worldSize(), n, h, hkv);
+                try {
+                    a.validate(s);
+                } catch (IllegalArgumentException e) {
+                    continue;                        // every rank skips the same configurations
+                }
+                rows.add(measure(t, world, a, s, b, d, repeats));
+            }
+        }
+        world.barrier();
+        return rows;
     }
 
     /** Causal attention; WallFacer with the largest team C whose square divides P; LASP with decay 0.99. */
@@ -93,7 +105,7 @@ public final class DistributedBenchWorker {
         return new SequenceAlgorithm.Settings(p, n, h, hkv, true, 0, null, team, a.softmax() ? 1.0 : 0.99);
     }
 
-    private static void measure(Transport t, Communicator world, SequenceAlgorithm a, SequenceAlgorithm.Settings s,
+    private static DistributedBenchCommand.RankRow measure(Transport t, Communicator world, SequenceAlgorithm a, SequenceAlgorithm.Settings s,
                                 int b, int d, int repeats) {
         SequenceLayout layout = a.layout(s);
         int p = t.worldSize();
@@ -116,8 +128,8 @@ public final class DistributedBenchWorker {
             }
         }
         String config = a == SequenceAlgorithm.WALLFACER ? "C=" + s.team() : layout.name().toLowerCase(Locale.ROOT);
-        System.out.printf(Locale.ROOT, "%s%s,%d,%d,%d,%s,%.3f,%.3f,%d,%d%n", RESULT, a.cliName(), p, s.length(),
-                t.rank(), config, median(fwd), median(bwd), bytes[0], bytes[1]);
+        return new DistributedBenchCommand.RankRow(a.cliName(), p, s.length(), t.rank(), config, median(fwd),
+                median(bwd), bytes[0], bytes[1]);
     }
 
     private static <F extends SequenceParallelAttention.Pass> double[] pass(SequenceParallelAttention<F> a,

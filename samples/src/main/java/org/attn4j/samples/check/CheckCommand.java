@@ -7,14 +7,17 @@ import java.io.PrintWriter;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
+import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.samples.JobRank;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.io.Npy;
 import org.attn4j.samples.metrics.PeakMemory;
@@ -39,6 +42,11 @@ import picocli.CommandLine.Spec;
  * {@code OUT/lse.npy [B,H,N]} (softmax algorithms only), {@code OUT/dq.npy}, {@code OUT/dk.npy},
  * {@code OUT/dv.npy} in the same type, and {@code OUT/stats.json} with timings, peak memory and the bytes
  * each rank sent.
+ *
+ * <p>With {@code --workers P} a sequence-parallel algorithm runs in P local worker processes. Started by a
+ * scheduler instead (torchrun's, Slurm's, MPI's or a Kubernetes indexed Job's variables with MASTER_ADDR, see
+ * {@link JobEnvironment}), the command is one rank of that job: every rank reads the same inputs, and rank 0
+ * writes the outputs and the stats of every rank.
  */
 @Command(name = "check", mixinStandardHelpOptions = true,
         description = {"Run an attention algorithm on .npy inputs and write its outputs, gradients and stats.",
@@ -110,6 +118,15 @@ public final class CheckCommand implements Callable<Integer> {
         if (Files.exists(out) && !Files.isDirectory(out)) {
             throw new UserInputException("--out " + out + " exists and is not a directory");
         }
+        Optional<JobEnvironment> job = JobRank.detect(spec, workers);
+        if (job.isPresent()) {
+            if (algo.sequence() == null) {
+                throw new UserInputException("--algo " + algo.cliName() + " runs in one process; a " + job.get()
+                        .launcher() + " job of " + job.get().worldSize() + " ranks needs a sequence-parallel "
+                        + "algorithm (" + sequenceNames() + ")");
+            }
+            workers = job.get().worldSize();
+        }
         checkOptionsFitAlgorithm();
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
         CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
@@ -117,7 +134,7 @@ public final class CheckCommand implements Callable<Integer> {
         CheckableAlgorithm algorithm = algo.sequence() == null ? algo.create()
                 : new DistributedCheck(algo.sequence(), in, workers, team, layout, workerHeap,
                         Duration.ofMillis(Math.round(timeout * 1000)), line(spec.commandLine().getOut()),
-                        line(spec.commandLine().getErr()));
+                        line(spec.commandLine().getErr()), job.isPresent());
         PeakMemory.collectGarbage();
         PeakMemory memory = PeakMemory.start();
         long t0 = System.nanoTime();
@@ -126,6 +143,9 @@ public final class CheckCommand implements Callable<Integer> {
         AttentionGradients gradients = refusingBadInput(() -> algorithm.backward(problem, forward));
         long t2 = System.nanoTime();
         PeakMemory.Reading peak = memory.stop();
+        if (algorithm instanceof DistributedCheck d && !d.leader()) {
+            return 0;                                         // rank 0 of the job writes the results
+        }
 
         DataType type = problem.q().dataType();
         long[] q = problem.q().shape();

@@ -23,8 +23,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * One worker process of a distributed {@code attn4j check}, started by {@link DistributedCheck} through the local
- * launcher (rank, peers and job token come from the environment). It reads the same input files as every other
+ * One worker process of a distributed {@code attn4j check} on this machine, started by {@link DistributedCheck}
+ * through the local launcher (rank, peers and job token come from the environment). It reads the same input files as every other
  * rank, takes its own shard by the algorithm's layout, runs the forward and backward pass over Aeron, and writes
  * its shards ({@code o.npy}, {@code lse.npy}, {@code dq.npy}, {@code dk.npy}, {@code dv.npy}) and
  * {@code rank.json} (times, bytes sent, peak memory) to {@code WORK/rank-R/}.
@@ -74,31 +74,61 @@ public final class CheckWorker implements Callable<Integer> {
         CheckProblem p = CheckInputs.load(in, mask, scale, decay);
         SequenceAlgorithm a = SequenceAlgorithm.byName(algo);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
-            SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(t.worldSize(), (int) p.q().size(2),
-                    p.q().size(1), p.k().size(1), causal, window, layout, team, decay);
-            SequenceLayout l = a.layout(s);
-            int r = t.rank();
-            int n = t.worldSize();
-            INDArray q = l.shard(p.q(), r, n);
-            INDArray k = l.shard(p.k(), r, n);
-            INDArray v = l.shard(p.v(), r, n);
-            INDArray dO = l.shard(p.dO(), r, n);
-            SequenceParallelAttention<?> attention = a.create(t, s);
-            Communicator world = Communicator.world(t);
-            world.barrier();                                  // every connection up before the clocks start
-            Path dir = work.resolve("rank-" + r);
+            Shards shards = run(t, p, a, layout, team);
+            Path dir = work.resolve("rank-" + t.rank());
             Files.createDirectories(dir);
-            ObjectNode stats = run(attention, q, k, v, dO, a.softmax() ? p.scale() : 1.0, t, dir);
-            stats.put("rank", r);
+            Npy.write(dir.resolve("o.npy"), shards.output());
+            if (shards.lse() != null) {
+                Npy.write(dir.resolve("lse.npy"), shards.lse());
+            }
+            Npy.write(dir.resolve("dq.npy"), shards.gradients().dq());
+            Npy.write(dir.resolve("dk.npy"), shards.gradients().dk());
+            Npy.write(dir.resolve("dv.npy"), shards.gradients().dv());
+            ObjectNode stats = new ObjectMapper().createObjectNode();
+            stats.put("rank", t.rank());
+            stats.put("forward_ms", shards.forwardMs());
+            stats.put("backward_ms", shards.backwardMs());
+            stats.put("forward_bytes", shards.forwardBytes());
+            stats.put("backward_bytes", shards.backwardBytes());
+            stats.put("peak_bytes", shards.peakBytes());
             new ObjectMapper().writeValue(dir.resolve("rank.json").toFile(), stats);
-            world.barrier();                                  // no rank closes while another still receives
+            Communicator.world(t).barrier();                 // no rank closes while another still receives
         }
         return 0;
     }
 
-    private static <F extends SequenceParallelAttention.Pass> ObjectNode run(SequenceParallelAttention<F> attention,
-            INDArray q, INDArray k, INDArray v, INDArray dO, double scale, AeronTransport t, Path dir)
-            throws IOException {
+    /**
+     * One rank's results: its shards of the outputs and gradients, in the layout's order, and its measurements.
+     *
+     * @param output        this rank's rows of O
+     * @param lse           this rank's rows of the log-sum-exp, or null for linear attention
+     * @param gradients     this rank's rows of dQ, dK, dV
+     * @param forwardMs     the forward pass, after every rank's transport was connected
+     * @param backwardMs    the backward pass
+     * @param forwardBytes  bytes this rank sent in the forward pass
+     * @param backwardBytes bytes this rank sent in the backward pass
+     * @param peakBytes     this process's peak memory over both passes
+     */
+    record Shards(INDArray output, INDArray lse, AttentionGradients gradients, double forwardMs, double backwardMs,
+                  long forwardBytes, long backwardBytes, long peakBytes) {
+    }
+
+    /** Takes this rank's shard of the problem and runs the forward and backward pass with the other ranks. */
+    static Shards run(AeronTransport t, CheckProblem p, SequenceAlgorithm a, SequenceLayout layout, int team) {
+        SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(t.worldSize(), (int) p.q().size(2),
+                p.q().size(1), p.k().size(1), p.mask().isCausal(), (int) p.mask().window(), layout, team,
+                p.decay());
+        SequenceLayout l = a.layout(s);
+        int r = t.rank();
+        int n = t.worldSize();
+        SequenceParallelAttention<?> attention = a.create(t, s);
+        Communicator.world(t).barrier();                     // every connection up before the clocks start
+        return run(attention, l.shard(p.q(), r, n), l.shard(p.k(), r, n), l.shard(p.v(), r, n),
+                l.shard(p.dO(), r, n), a.softmax() ? p.scale() : 1.0, t);
+    }
+
+    private static <F extends SequenceParallelAttention.Pass> Shards run(SequenceParallelAttention<F> attention,
+            INDArray q, INDArray k, INDArray v, INDArray dO, double scale, AeronTransport t) {
         PeakMemory.collectGarbage();
         PeakMemory memory = PeakMemory.start();
         long b0 = t.traffic().total();
@@ -110,19 +140,7 @@ public final class CheckWorker implements Callable<Integer> {
         long t2 = System.nanoTime();
         long b2 = t.traffic().total();
         PeakMemory.Reading peak = memory.stop();
-        Npy.write(dir.resolve("o.npy"), f.output());
-        if (f.lse() != null) {
-            Npy.write(dir.resolve("lse.npy"), f.lse());
-        }
-        Npy.write(dir.resolve("dq.npy"), g.dq());
-        Npy.write(dir.resolve("dk.npy"), g.dk());
-        Npy.write(dir.resolve("dv.npy"), g.dv());
-        ObjectNode s = new ObjectMapper().createObjectNode();
-        s.put("forward_ms", (t1 - t0) / 1e6);
-        s.put("backward_ms", (t2 - t1) / 1e6);
-        s.put("forward_bytes", b1 - b0);
-        s.put("backward_bytes", b2 - b1);
-        s.put("peak_bytes", peak.peakBytes());
-        return s;
+        return new Shards(f.output(), f.lse(), g, (t1 - t0) / 1e6, (t2 - t1) / 1e6, b1 - b0, b2 - b1,
+                peak.peakBytes());
     }
 }

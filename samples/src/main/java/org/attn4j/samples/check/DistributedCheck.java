@@ -11,22 +11,27 @@ import java.util.List;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 
+import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.io.Npy;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.shade.jackson.databind.JsonNode;
 import org.nd4j.shade.jackson.databind.ObjectMapper;
 
 /**
  * A sequence-parallel algorithm run by {@code attn4j check --algo NAME --workers P}: P worker processes on this
  * machine ({@link CheckWorker} through {@link LocalLauncher}, talking over Aeron) each read the inputs, run their
- * shard, and write their results; this class gathers the shards back into full arrays in the layout's order. The
+ * shard, and write their results; this class gathers the shards back into full arrays in the layout's order.
+ * Under a scheduler (torchrun, Slurm, MPI, Kubernetes variables) this process is one of the P ranks instead, and
+ * the shards travel to every rank over the transport; only rank 0 writes them. The
  * forward call runs the whole job (a process cannot be paused between passes); the backward call returns the
  * gradients it produced.
  *
@@ -49,11 +54,17 @@ final class DistributedCheck implements CheckableAlgorithm {
     private final Duration timeout;
     private final Consumer<String> out;
     private final Consumer<String> err;
+    private final boolean asRank;
     private final List<RankReport> reports = new ArrayList<>();
+    private boolean leader = true;
     private AttentionGradients gradients;
 
+    /**
+     * A check of {@code workers} ranks: local worker processes, or with {@code asRank} this process as one rank of
+     * a job a scheduler started (its transport from the environment, the other ranks on other hosts).
+     */
     DistributedCheck(SequenceAlgorithm algorithm, Path in, int workers, int team, SequenceLayout layout, String heap,
-                     Duration timeout, Consumer<String> out, Consumer<String> err) {
+                     Duration timeout, Consumer<String> out, Consumer<String> err, boolean asRank) {
         this.algorithm = algorithm;
         this.in = in;
         this.workers = workers;
@@ -63,6 +74,12 @@ final class DistributedCheck implements CheckableAlgorithm {
         this.timeout = timeout;
         this.out = out;
         this.err = err;
+        this.asRank = asRank;
+    }
+
+    /** Whether this process writes the results: always for local workers, rank 0 only as a rank of a job. */
+    boolean leader() {
+        return leader;
     }
 
     @Override
@@ -85,6 +102,9 @@ final class DistributedCheck implements CheckableAlgorithm {
     public AttentionOutput forward(CheckProblem p) {
         SequenceAlgorithm.Settings s = settings(p);
         algorithm.validate(s);                                   // bad input stops here, before any process starts
+        if (asRank) {
+            return runAsRank(p);
+        }
         Path work;
         try {
             work = Files.createTempDirectory("attn4j-check-");
@@ -110,6 +130,34 @@ final class DistributedCheck implements CheckableAlgorithm {
             throw new UncheckedIOException(e);
         } finally {
             deleteTree(work);
+        }
+    }
+
+    /**
+     * This process is one rank: it runs its shard with the others, then every rank gathers every shard and every
+     * rank's measurements (after the timed passes), so rank 0 can write the whole result.
+     */
+    private AttentionOutput runAsRank(CheckProblem p) {
+        try (AeronTransport t = AeronTransport.fromEnvironment()) {
+            CheckWorker.Shards mine = CheckWorker.run(t, p, algorithm, layout, team);
+            Communicator world = Communicator.world(t);
+            SequenceLayout l = layout(p);
+            INDArray o = l.unshard(world.allGather(mine.output()).toArray(INDArray[]::new));
+            INDArray lse = mine.lse() == null ? null : l.unshard(world.allGather(mine.lse()).toArray(INDArray[]::new));
+            AttentionGradients g = mine.gradients();
+            gradients = new AttentionGradients(l.unshard(world.allGather(g.dq()).toArray(INDArray[]::new)),
+                    l.unshard(world.allGather(g.dk()).toArray(INDArray[]::new)),
+                    l.unshard(world.allGather(g.dv()).toArray(INDArray[]::new)));
+            INDArray stats = Nd4j.createFromArray(mine.forwardMs(), mine.backwardMs(), mine.forwardBytes(),
+                    mine.backwardBytes(), mine.peakBytes());
+            List<INDArray> all = world.allGather(stats);
+            for (int r = 0; r < all.size(); r++) {
+                double[] x = all.get(r).toDoubleVector();
+                reports.add(new RankReport(r, x[0], x[1], (long) x[2], (long) x[3], (long) x[4]));
+            }
+            leader = t.rank() == 0;
+            world.barrier();                                  // no rank closes while another still receives
+            return new AttentionOutput(o, lse);
         }
     }
 

@@ -8,13 +8,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.Callable;
 import java.util.function.Consumer;
 
 import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.launch.LocalLauncher;
-import org.attn4j.distributed.launch.WorkerEnvironment;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.training.DistributedTrainer;
@@ -22,6 +23,7 @@ import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.JobRank;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
 import org.deeplearning4j.nn.graph.ComputationGraph;
@@ -132,11 +134,15 @@ public final class TrainCommand implements Callable<Integer> {
         TrainingTask t = task();
         // The name is checked even for one worker: a typo should not pass silently until --workers 2.
         StrategyName name = strategyName();
+        Optional<JobEnvironment> job = JobRank.detect(spec, workers);
+        if (job.isPresent()) {
+            workers = job.get().worldSize();                 // one rank of a job a scheduler (or launch) started
+        }
         ParallelStrategy parallel = workers > 1 ? parallelStrategy(kind, name) : null;
         GptGraph model = new GptGraph(t.vocab(), seqLen, dModel, heads, kvHeads, layers, kind, DataType.FLOAT, lr,
                 seed);
         checkSizes(parallel);
-        if (workers > 1 && System.getenv(WorkerEnvironment.RANK) == null) {
+        if (workers > 1 && job.isEmpty()) {
             if (resume) {
                 Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
                 try {
