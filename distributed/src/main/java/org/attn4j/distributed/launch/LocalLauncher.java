@@ -86,7 +86,7 @@ public final class LocalLauncher {
      */
     public LaunchResult run() throws IOException, InterruptedException {
         int p = b.workers;
-        int[] ports = b.ports != null ? b.ports : b.master != null ? null : FreePorts.udp(p);
+        int[] ports = b.ports != null ? b.ports : b.scheduler != null ? null : FreePorts.udp(p);
         String token = newJobToken();
         List<Process> processes = new CopyOnWriteArrayList<>();
         List<Thread> pumps = new ArrayList<>();
@@ -104,7 +104,7 @@ public final class LocalLauncher {
                 proc.onExit().thenRun(() -> exits.add(rank));
             }
             LOG.info("started {} workers of {} ({})", p, b.mainClass, ports != null ? "ports "
-                    + java.util.Arrays.toString(ports) : "rendezvous at " + b.master);
+                    + java.util.Arrays.toString(ports) : "scheduler variables");
             LaunchResult result = watch(processes, exits, start);
             for (Thread t : pumps) {
                 t.join(TimeUnit.SECONDS.toMillis(5));
@@ -136,14 +136,11 @@ public final class LocalLauncher {
         Map<String, String> env = pb.environment();
         env.put("OMP_NUM_THREADS", "1");
         env.put("OPENBLAS_NUM_THREADS", "1");
-        if (b.master != null) {                            // as torchrun: rank, world size and master only
+        if (b.scheduler != null) {                         // as a scheduler would: its variables, no peer list
             env.remove(WorkerEnvironment.RANK);
             env.remove(WorkerEnvironment.WORLD_SIZE);
             env.remove(WorkerEnvironment.PEERS);
-            env.put("RANK", Integer.toString(rank));
-            env.put("WORLD_SIZE", Integer.toString(b.workers));
-            env.put("MASTER_ADDR", b.master.host());
-            env.put("MASTER_PORT", Integer.toString(b.master.port()));
+            env.putAll(b.scheduler.apply(rank));
         } else {
             StringBuilder peers = new StringBuilder();
             for (int port : ports) {
@@ -246,7 +243,7 @@ public final class LocalLauncher {
         private final Map<String, String> env = new LinkedHashMap<>();
         private final Map<Integer, Map<String, String>> rankEnv = new HashMap<>();
         private int[] ports;
-        private WorkerEnvironment.Endpoint master;
+        private java.util.function.IntFunction<Map<String, String>> scheduler;
         private java.util.function.IntFunction<List<String>> prefix = rank -> List.of();
         private Consumer<String> stdout = line -> LOG.info("{}", line);
         private Consumer<String> stderr = line -> LOG.warn("{}", line);
@@ -339,10 +336,21 @@ public final class LocalLauncher {
          * {@code host:port}, which must be one of its addresses.
          */
         public Builder rendezvous(String host, int port) {
+            Objects.requireNonNull(host, "host");
+            return scheduler(rank -> Map.of("RANK", Integer.toString(rank), "WORLD_SIZE", Integer.toString(workers),
+                    "MASTER_ADDR", host, "MASTER_PORT", Integer.toString(port)));
+        }
+
+        /**
+         * Start the workers with the variables a scheduler sets, by rank (e.g. Slurm's {@code SLURM_PROCID},
+         * {@code SLURM_NTASKS} and {@code SLURM_JOB_NODELIST}) and the job token, instead of a peer list; they
+         * meet at a rendezvous ({@link JobEnvironment}).
+         */
+        public Builder scheduler(java.util.function.IntFunction<Map<String, String>> variables) {
             if (ports != null) {
                 throw new IllegalArgumentException("LocalLauncher: fixed ports and a rendezvous exclude each other");
             }
-            this.master = new WorkerEnvironment.Endpoint(Objects.requireNonNull(host, "host"), port);
+            this.scheduler = Objects.requireNonNull(variables, "variables");
             return this;
         }
 
