@@ -5,6 +5,8 @@ import java.io.InputStream;
 import java.io.PrintWriter;
 import java.util.Properties;
 
+import org.attn4j.distributed.launch.RendezvousException;
+import org.attn4j.distributed.transport.TransportException;
 import org.attn4j.samples.bench.BenchCommand;
 import org.attn4j.samples.check.CheckCommand;
 import org.attn4j.samples.checkpoint.CheckpointCommand;
@@ -28,7 +30,8 @@ import picocli.CommandLine.Spec;
  * <p>A new subcommand is a picocli {@code @Command} class listed in {@code subcommands} below. Commands
  * report a user's mistake by throwing {@link UserInputException}; it becomes one line on stderr and exit
  * code {@link #EXIT_BAD_INPUT}. Command-line syntax errors exit with {@link #EXIT_USAGE}, bugs with
- * {@link #EXIT_INTERNAL} and a stack trace.
+ * {@link #EXIT_INTERNAL} and a stack trace; a job whose ranks could not meet, or whose peer failed, with
+ * {@link #EXIT_JOB_FAILED} and one line.
  */
 @Command(name = "attn4j", mixinStandardHelpOptions = true, versionProvider = Attn4jCli.Version.class,
         description = "Exact, memory-efficient and sequence-parallel attention for DL4J / ND4J.",
@@ -42,6 +45,8 @@ public final class Attn4jCli implements Runnable {
     public static final int EXIT_USAGE = 2;
     /** Exit code of an unexpected failure (a bug): the stack trace is printed. */
     public static final int EXIT_INTERNAL = 70;
+    /** Exit code when the ranks of a job could not meet, or another rank failed (one line on stderr). */
+    public static final int EXIT_JOB_FAILED = 3;
 
     /**
      * Runs the CLI and exits with its exit code.
@@ -51,6 +56,11 @@ public final class Attn4jCli implements Runnable {
     public static void main(String[] args) {
         // The bench draws its chart with AWT; there is no display on the machines this runs on.
         System.setProperty("java.awt.headless", "true");
+        if (ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
+            System.err.println("attn4j: note: this JVM runs without the Vector API module, so the attention kernel "
+                    + "uses slower ND4J operations; start it as java --add-modules jdk.incubator.vector -jar "
+                    + "attn4j-cli.jar ...");
+        }
         System.exit(commandLine().execute(args));
     }
 
@@ -112,6 +122,13 @@ public final class Attn4jCli implements Runnable {
                 err.println(commandName(cl) + ": " + oneLine(ex.getMessage()));
                 err.flush();
                 return EXIT_BAD_INPUT;
+            }
+            for (Throwable t = ex; t != null; t = t.getCause()) {
+                if (t instanceof RendezvousException || t instanceof TransportException) {
+                    err.println(commandName(cl) + ": " + oneLine(t.getMessage()));
+                    err.flush();
+                    return EXIT_JOB_FAILED;
+                }
             }
             err.println(commandName(cl) + ": internal error: " + ex);
             ex.printStackTrace(err);

@@ -30,7 +30,9 @@ import org.attn4j.distributed.launch.WorkerEnvironment.Endpoint;
  *
  * <p>The master is {@code ATTN4J_MASTER_ADDR}, else {@code MASTER_ADDR}, else (under Slurm) the first host of
  * {@code SLURM_JOB_NODELIST}; its port {@code ATTN4J_MASTER_PORT}, else {@code MASTER_PORT}, else
- * {@value #DEFAULT_MASTER_PORT} (torchrun's default). {@code ATTN4J_PEERS}, when set, is used instead of a
+ * {@value #DEFAULT_MASTER_PORT} (torchrun's default). Under torchrun itself, whose agent already listens on
+ * {@code MASTER_PORT} ({@code TORCHELASTIC_USE_AGENT_STORE=True}), the rendezvous takes {@code MASTER_PORT + 1}
+ * unless {@code ATTN4J_MASTER_PORT} says otherwise. {@code ATTN4J_PEERS}, when set, is used instead of a
  * rendezvous. {@code ATTN4J_JOB_TOKEN} is always required.
  *
  * @param launcher          which row of the table gave the rank
@@ -61,6 +63,8 @@ public record JobEnvironment(String launcher, int rank, int worldSize, int local
     public static final String RENDEZVOUS_TIMEOUT_MS = "ATTN4J_RENDEZVOUS_TIMEOUT_MS";
     /** The rendezvous wait when {@link #RENDEZVOUS_TIMEOUT_MS} is not set. */
     public static final Duration DEFAULT_RENDEZVOUS_TIMEOUT = Duration.ofSeconds(300);
+    /** Set by torchrun when its agent serves a TCPStore on MASTER_PORT; the rendezvous then takes the next port. */
+    static final String TORCHRUN_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE";
     /** The master port when no variable gives one (torchrun's default). */
     public static final int DEFAULT_MASTER_PORT = 29500;
 
@@ -214,6 +218,14 @@ public record JobEnvironment(String launcher, int rank, int worldSize, int local
         }
         String portName = set(env, MASTER_PORT) ? MASTER_PORT : "MASTER_PORT";
         int port = set(env, portName) ? port(env, portName, "a TCP port in [1, 65535]") : DEFAULT_MASTER_PORT;
+        if (portName.equals("MASTER_PORT") && "true".equalsIgnoreCase(env.get(TORCHRUN_AGENT_STORE))) {
+            // torchrun's agent already listens on MASTER_PORT (its TCPStore): meet on the port after it.
+            if (port == 65535) {
+                throw new IllegalArgumentException("MASTER_PORT: torchrun's store holds 65535 and the rendezvous "
+                        + "takes the port after MASTER_PORT; set " + MASTER_PORT);
+            }
+            port++;
+        }
         return Optional.of(new Endpoint(host, port));
     }
 

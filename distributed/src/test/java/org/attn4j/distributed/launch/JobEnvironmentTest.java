@@ -53,6 +53,18 @@ class JobEnvironmentTest {
     }
 
     @Test
+    void underTorchrunsAgentTheRendezvousTakesThePortAfterItsStore() {
+        Map<String, String> e = env("RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "n1", "MASTER_PORT", "29500",
+                "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RUN_ID", "none");
+        assertEquals(29501, JobEnvironment.from(e).master().orElseThrow().port());
+        e.put("ATTN4J_MASTER_PORT", "30000");
+        assertEquals(30000, JobEnvironment.from(e).master().orElseThrow().port(), "an explicit port is kept");
+        e.remove("ATTN4J_MASTER_PORT");
+        e.put("TORCHELASTIC_USE_AGENT_STORE", "False");
+        assertEquals(29500, JobEnvironment.from(e).master().orElseThrow().port());
+    }
+
+    @Test
     void slurmWithTheMasterFromTheCompressedNodeList() {
         Map<String, String> e = env("SLURM_PROCID", "5", "SLURM_NTASKS", "8", "SLURM_LOCALID", "1",
                 "SLURM_JOB_NODELIST", "gpu[07-10],cpu1");
