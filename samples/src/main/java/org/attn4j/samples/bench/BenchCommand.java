@@ -12,7 +12,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "bench", mixinStandardHelpOptions = true,
         description = "Run a benchmark and write its CSV, chart and markdown table.",
         subcommands = {AttentionBenchCommand.class, LinearBenchCommand.class, ThreadingBenchCommand.class,
-            DistributedBenchCommand.class, ZeroBenchCommand.class, TrainingBenchCommand.class,
+            DistributedBenchCommand.class, ClusterBenchCommand.class, ZeroBenchCommand.class, TrainingBenchCommand.class,
             SameDiffBenchCommand.class, AllBenchCommand.class, TransportBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
