@@ -146,7 +146,6 @@ class MultiHostProcessTest {
             assertTrue(out.stream().anyMatch(l -> l.startsWith(prefix) && l.contains("rank 3 of 4 never arrived "
                     + "within 8 s")), prefix + " names rank 3\n" + output);
         }
-        assertTrue(r.elapsed().toSeconds() < 60, "within the rendezvous timeout: " + r);
     }
 
     @Test

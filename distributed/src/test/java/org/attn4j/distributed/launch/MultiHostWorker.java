@@ -1,5 +1,9 @@
 package org.attn4j.distributed.launch;
 
+import static org.attn4j.distributed.sequence.SequenceWorker.err;
+import static org.attn4j.distributed.sequence.SequenceWorker.randn;
+import static org.attn4j.distributed.sequence.SequenceWorker.verdict;
+
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
@@ -13,10 +17,7 @@ import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
-import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.linalg.ops.transforms.Transforms;
 
 /**
  * A worker of {@link MultiHostProcessTest}: finds the other ranks through the environment alone (a rendezvous at
@@ -89,21 +90,10 @@ public final class MultiHostWorker {
         F f = attention.forward(lq, lk, lv, scale);
         AttentionGradients grads = attention.backward(lq, lk, lv, f, l.shard(g, r, p), scale);
         INDArray[] got = {f.output(), grads.dq(), grads.dk(), grads.dv()};
-        double worst = 0;
+        double[] errors = new double[4];
         for (int i = 0; i < 4; i++) {
-            worst = Math.max(worst, err(got[i], l.shard(expected[i], r, p)));
+            errors[i] = err(got[i], l.shard(expected[i], r, p));
         }
-        boolean ok = worst <= 1e-12;
-        System.out.println("VERDICT " + a.cliName() + " " + (ok ? "OK" : "FAIL") + " max relative error " + worst);
-        return ok;
-    }
-
-    private static double err(INDArray actual, INDArray expected) {
-        double ref = Transforms.abs(expected).maxNumber().doubleValue();
-        return Transforms.abs(actual.sub(expected)).maxNumber().doubleValue() / Math.max(ref, 1e-300);
-    }
-
-    private static INDArray randn(long seed, long... shape) {
-        return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(DataType.DOUBLE);
+        return verdict(a.cliName(), errors);
     }
 }

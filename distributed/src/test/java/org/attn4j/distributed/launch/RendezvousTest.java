@@ -82,12 +82,10 @@ class RendezvousTest {
     void ranksThatNeverArriveAreNamedByEveryRankWithinTheTimeout() {
         Future<WorkerEnvironment> r0 = start(env(0, 4, TOKEN, 2_000));
         Future<WorkerEnvironment> r2 = start(env(2, 4, TOKEN, 2_000));
-        long t0 = System.nanoTime();
         for (Future<WorkerEnvironment> f : List.of(r0, r2)) {
             String m = failure(f);
             assertTrue(m.contains("ranks 1, 3 of 4 never arrived within 2 s"), m);
         }
-        assertTrue((System.nanoTime() - t0) / 1e9 < 20, "within the rendezvous timeout, not the test's");
     }
 
     @Test
@@ -98,21 +96,20 @@ class RendezvousTest {
 
     @Test
     void aDuplicateRankFailsEveryRankAtOnce() {
-        Future<WorkerEnvironment> r0 = start(env(0, 3, TOKEN, 30_000));
-        Future<WorkerEnvironment> a = start(env(1, 3, TOKEN, 30_000));
-        Future<WorkerEnvironment> b = start(env(1, 3, TOKEN, 30_000));
-        long t0 = System.nanoTime();
+        // A rendezvous timeout of 10 minutes: only failing at once ends this within the test's minute.
+        Future<WorkerEnvironment> r0 = start(env(0, 3, TOKEN, 600_000));
+        Future<WorkerEnvironment> a = start(env(1, 3, TOKEN, 600_000));
+        Future<WorkerEnvironment> b = start(env(1, 3, TOKEN, 600_000));
         for (Future<WorkerEnvironment> f : List.of(r0, a, b)) {
             String m = failure(f);
             assertTrue(m.contains("rank 1 registered twice"), m);
         }
-        assertTrue((System.nanoTime() - t0) / 1e9 < 15, "at once, not at the 30 s timeout");
     }
 
     @Test
     void aWorldSizeMismatchFailsEveryRankAtOnce() {
-        Future<WorkerEnvironment> r0 = start(env(0, 2, TOKEN, 30_000));
-        Future<WorkerEnvironment> r1 = start(env(1, 3, TOKEN, 30_000));
+        Future<WorkerEnvironment> r0 = start(env(0, 2, TOKEN, 600_000));
+        Future<WorkerEnvironment> r1 = start(env(1, 3, TOKEN, 600_000));
         for (Future<WorkerEnvironment> f : List.of(r0, r1)) {
             String m = failure(f);
             assertTrue(m.contains("world size mismatch: rank 1") && m.contains("says 3, rank 0 says 2"), m);

@@ -76,7 +76,8 @@ public final class SequenceWorker {
         System.exit(ok ? 0 : 1);
     }
 
-    private static boolean verdict(String algo, double... errors) {
+    /** Prints the VERDICT line of one algorithm (OK if every relative error is within 1e-12). */
+    public static boolean verdict(String algo, double... errors) {
         double worst = 0;
         for (double e : errors) {
             worst = Math.max(worst, e);
@@ -86,12 +87,14 @@ public final class SequenceWorker {
         return ok;
     }
 
-    private static double err(INDArray actual, INDArray expected) {
+    /** Largest absolute difference over the largest magnitude of {@code expected}. */
+    public static double err(INDArray actual, INDArray expected) {
         double ref = Transforms.abs(expected).maxNumber().doubleValue();
         return Transforms.abs(actual.sub(expected)).maxNumber().doubleValue() / Math.max(ref, 1e-300);
     }
 
-    private static INDArray randn(long seed, long... shape) {
+    /** Seeded standard normal values in float64. */
+    public static INDArray randn(long seed, long... shape) {
         return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(DataType.DOUBLE);
     }
 }
