@@ -98,10 +98,13 @@ public record JobEnvironment(String launcher, int rank, int worldSize, int local
             throw new IllegalArgumentException("local rank: expected an integer in [0, " + worldSize + "), got "
                     + localRank);
         }
-        // rank, world size, token and timeout are checked by the WorkerEnvironment this becomes; check them here
-        // too so that a bad value fails before any rendezvous traffic.
-        new WorkerEnvironment(rank, worldSize, peers.isEmpty() ? placeholders(worldSize) : peers, jobToken, timeout,
-                aeronDir, bind);
+        if (worldSize < 1 || rank < 0 || rank >= worldSize) {
+            throw new IllegalArgumentException("rank: expected an integer in [0, " + worldSize + "), got " + rank);
+        }
+        if (!peers.isEmpty()) {                        // the same checks as the transport's, before any traffic
+            new WorkerEnvironment(rank, worldSize, peers, jobToken, timeout, aeronDir, bind);
+        }
+        WorkerEnvironment.checkTokenAndTimeout(jobToken, timeout);
     }
 
     /**
@@ -235,14 +238,6 @@ public record JobEnvironment(String launcher, int rank, int worldSize, int local
             throw new IllegalArgumentException(name + ": expected " + meaning + ", got " + port);
         }
         return port;
-    }
-
-    private static List<Endpoint> placeholders(int n) {
-        List<Endpoint> list = new ArrayList<>();
-        for (int i = 0; i < n; i++) {
-            list.add(new Endpoint("rank-" + i, 1));
-        }
-        return list;
     }
 
     private static boolean set(Map<String, String> env, String name) {

@@ -92,6 +92,11 @@ public record WorkerEnvironment(int rank, int worldSize, List<Endpoint> peers, S
                 }
             }
         }
+        checkTokenAndTimeout(jobToken, timeout);
+    }
+
+    /** The checks of the token (never shown) and the timeout, shared with {@link JobEnvironment}. */
+    static void checkTokenAndTimeout(String jobToken, Duration timeout) {
         if (jobToken == null || jobToken.length() < MIN_TOKEN_LENGTH || !jobToken.strip().equals(jobToken)) {
             throw new IllegalArgumentException(JOB_TOKEN + ": expected a secret of at least " + MIN_TOKEN_LENGTH
                     + " characters without surrounding blanks, got " + (jobToken == null ? "none"
