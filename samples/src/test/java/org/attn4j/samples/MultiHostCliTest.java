@@ -155,6 +155,22 @@ class MultiHostCliTest {
         }
     }
 
+    @Test
+    void benchDistributedUnderOpenMpiWritesOneTableOnRankZero() throws Exception {
+        List<String> out = new CopyOnWriteArrayList<>();
+        LaunchResult r = run("open-mpi", List.of("bench", "distributed", "--algos", "ring,ulysses", "--lengths", "64",
+                "--heads", "4", "--kv-heads", "4", "--dim", "8", "--repeats", "1", "--out", "bench"), out);
+        assertEquals(0, r.exitCode(), r + "\n" + String.join("\n", out));
+        List<String> csv = Files.readAllLines(dir.resolve("host-0").resolve("bench").resolve("bench-distributed.csv"));
+        assertEquals(3, csv.size(), String.join("\n", csv));
+        assertTrue(csv.get(1).startsWith("ring,4,64,") && csv.get(2).startsWith("ulysses,4,64,"), csv.toString());
+        assertTrue(Files.readString(dir.resolve("host-0").resolve("bench").resolve("benchmarks.md"))
+                .contains("P ranks started by open-mpi"));
+        for (int rank = 1; rank < HOSTS; rank++) {
+            assertFalse(Files.exists(dir.resolve("host-" + rank).resolve("bench")), "rank " + rank + " writes nothing");
+        }
+    }
+
     private static List<Double> losses(List<String> lines, String prefix) {
         List<Double> losses = new ArrayList<>();
         for (String line : lines) {
