@@ -24,6 +24,8 @@ import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.INDArrayIndex;
 import org.nd4j.linalg.indexing.NDArrayIndex;
 import org.nd4j.linalg.indexing.SpecifiedIndex;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Trains one worker's replica of a DL4J network sequence- and data-parallel, so that W workers together take the
@@ -59,6 +61,10 @@ public final class DistributedTrainer {
     /** The communicator channel of the trainer's own collectives (the attention algorithms use lower ones). */
     private static final int CHANNEL = 16;
 
+    /** Steps between the progress lines rank 0 logs, unless {@link Builder#logEvery} says otherwise. */
+    public static final int DEFAULT_LOG_EVERY = 100;
+    private static final Logger LOG = LoggerFactory.getLogger(DistributedTrainer.class);
+
     private final TrainableNetwork net;
     private final Transport transport;
     private final ParallelStrategy strategy;
@@ -89,6 +95,9 @@ public final class DistributedTrainer {
     private final String fingerprint;
     private long batchesDone;
     private int resumedAt = -1;
+    private final int logEvery;
+    private long loggedAt = System.nanoTime();
+    private long tokensSinceLog;
 
     private DistributedTrainer(Builder b) {
         this.net = TrainableNetwork.of(b.model);
@@ -96,6 +105,7 @@ public final class DistributedTrainer {
         this.strategy = b.strategy;
         this.causalLayout = b.causal;
         this.listeners = List.copyOf(b.listeners);
+        this.logEvery = b.logEvery;
         int w = transport.worldSize();
         if (w != strategy.worldSize()) {
             throw new IllegalArgumentException("DistributedTrainer: the strategy " + strategy + " needs "
@@ -166,6 +176,7 @@ public final class DistributedTrainer {
         private int checkpointEvery;
         private String run = "attn4j";
         private boolean resume;
+        private int logEvery = DEFAULT_LOG_EVERY;
 
         private Builder(Model model, Transport transport) {
             this.model = model;
@@ -215,6 +226,19 @@ public final class DistributedTrainer {
          */
         public Builder resume(boolean r) {
             this.resume = r;
+            return this;
+        }
+
+        /**
+         * Rank 0 logs the step, the loss and the tokens per second at INFO through slf4j every {@code steps}
+         * steps (default {@value DistributedTrainer#DEFAULT_LOG_EVERY}); 0 turns it off.
+         */
+        public Builder logEvery(int steps) {
+            if (steps < 0) {
+                throw new IllegalArgumentException("DistributedTrainer: logEvery must be >= 0 (0 = off), got "
+                        + steps);
+            }
+            this.logEvery = steps;
             return this;
         }
 
@@ -368,6 +392,7 @@ public final class DistributedTrainer {
         if (checkpoints != null && (iteration + 1) % checkpointEvery == 0) {
             checkpoint(iteration + 1);
         }
+        logProgress(iteration + 1, score, (long) b * n);
         List<TrainingListener> all = allListeners();
         if (!all.isEmpty()) {
             gatherParameters();                    // listeners see whole, current parameters at every stage
@@ -379,6 +404,21 @@ public final class DistributedTrainer {
             releaseUnownedParameters();
         }
         return score;
+    }
+
+    /** Every {@link Builder#logEvery} steps, rank 0: step, loss and tokens per second since the last line. */
+    private void logProgress(int step, double score, long tokens) {
+        tokensSinceLog += tokens;
+        if (logEvery == 0 || step % logEvery != 0) {
+            return;
+        }
+        long now = System.nanoTime();
+        if (transport.rank() == 0) {
+            LOG.info("step {} loss {} ({} tokens/s)", step, String.format(java.util.Locale.ROOT, "%.6g", score),
+                    String.format(java.util.Locale.ROOT, "%.0f", tokensSinceLog / ((now - loggedAt) / 1e9)));
+        }
+        loggedAt = now;
+        tokensSinceLog = 0;
     }
 
     /**
