@@ -28,8 +28,9 @@ public final class AllBenchCommand implements Callable<Integer> {
     static final List<String> BENCHMARKS = List.of("attention", "linear", "transport", "distributed", "zero",
             "training", "samediff");
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSVs, charts and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSVs, charts and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

@@ -35,8 +35,9 @@ public final class AttentionBenchCommand implements Callable<Integer> {
             description = "Smallest sequence length; N doubles from here (default: ${DEFAULT-VALUE}).")
     int minN;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Option(names = "--head-dim", paramLabel = "D", defaultValue = "64",

@@ -90,8 +90,9 @@ public final class ClusterBenchCommand implements Callable<Integer> {
             description = "Per-message latency the prediction charges, microseconds (default: ${DEFAULT-VALUE}).")
     double latencyUs;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

@@ -91,8 +91,9 @@ public final class LinearBenchCommand implements Callable<Integer> {
                     + "(default: ${DEFAULT-VALUE}).")
     double minSeconds;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

@@ -43,8 +43,9 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
                     + "(default: ${DEFAULT-VALUE}).")
     int repeats;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory of threading.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory of threading.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

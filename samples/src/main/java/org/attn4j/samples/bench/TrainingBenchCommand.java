@@ -63,8 +63,9 @@ public final class TrainingBenchCommand implements Callable<Integer> {
     @Option(names = "--heap", defaultValue = "8g", description = "Heap per process (default: ${DEFAULT-VALUE}).")
     String heap;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

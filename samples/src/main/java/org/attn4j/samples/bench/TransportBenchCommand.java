@@ -79,8 +79,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
             description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
     String heap;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV, chart and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec

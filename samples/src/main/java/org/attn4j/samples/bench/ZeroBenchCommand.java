@@ -61,8 +61,9 @@ public final class ZeroBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}).")
     int steps;
 
-    @Option(names = "--out", paramLabel = "DIR", defaultValue = "docs",
-            description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
+            description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
+                    + "regenerates the repository's pages).")
     Path out;
 
     @Spec
