@@ -31,6 +31,8 @@ import org.deeplearning4j.util.ModelSerializer;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
+import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.markers.SeriesMarkers;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.dataset.DataSet;
@@ -183,9 +185,9 @@ public final class TrainCommand implements Callable<Integer> {
                 double loss;
                 if (trainer == null) {
                     net.fit(b);
-                    loss = net.score();
+                    loss = perToken(net.score(), b);
                 } else {
-                    loss = trainer.fit(b);
+                    loss = perToken(trainer.fit(b), b);
                 }
                 losses.add(loss);
                 if (leader) {
@@ -210,6 +212,18 @@ public final class TrainCommand implements Callable<Integer> {
                 transport.close();
             }
         }
+    }
+
+    /**
+     * DL4J's score of a sequence output is the loss summed over the scored time steps and averaged over the
+     * examples; the mean over the scored tokens reads the same whatever the sequence length (ln V for a model that
+     * knows nothing, V the vocabulary).
+     */
+    static double perToken(double score, DataSet batch) {
+        INDArray mask = batch.getLabelsMaskArray();
+        long examples = batch.getLabels().size(0);
+        double tokens = mask == null ? examples * batch.getLabels().size(2) : mask.sumNumber().doubleValue();
+        return tokens == 0 ? score : score * examples / tokens;
     }
 
     private DistributedTrainer trainer(ComputationGraph net, AeronTransport transport, ParallelStrategy parallel) {
@@ -239,14 +253,25 @@ public final class TrainCommand implements Callable<Integer> {
                         double seconds, long tokens, PeakMemory.Reading peak) throws IOException {
         Files.createDirectories(out);
         XYChart chart = new XYChartBuilder().width(900).height(500).title("attn4j train: " + t.name())
-                .xAxisTitle("step").yAxisTitle("loss (cross-entropy on scored tokens)").build();
+                .xAxisTitle("step").yAxisTitle("loss per scored token (cross-entropy, nats)").build();
         List<Double> x = new ArrayList<>();
         for (int i = 0; i < losses.size(); i++) {
             x.add((double) (steps - losses.size() + i));
         }
-        chart.addSeries(model.attention().cliName() + (workers > 1 ? ", " + workers + " workers " + strategy : ""),
-                x, losses);
+        int window = Math.max(1, losses.size() / 40);
+        String name = model.attention().cliName() + (workers > 1 ? ", " + workers + " workers " + strategy : "");
+        XYSeries raw = chart.addSeries(name + ", each step", x, losses);
+        raw.setMarker(SeriesMarkers.NONE);
+        raw.setLineColor(new java.awt.Color(0x1f, 0x77, 0xb4, 70));
+        raw.setLineWidth(1f);
+        XYSeries mean = chart.addSeries(name + ", mean of " + window + " steps", x, movingAverage(losses, window));
+        mean.setMarker(SeriesMarkers.NONE);
+        mean.setLineColor(new java.awt.Color(0x1f, 0x77, 0xb4));
+        mean.setLineWidth(2.5f);
         chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE);
+        chart.getStyler().setXAxisDecimalPattern("#");
+        chart.getStyler().setXAxisTickMarkSpacingHint(120);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNE);
         BitmapEncoder.saveBitmap(chart, out.resolve("loss").toString(), BitmapEncoder.BitmapFormat.PNG);
         ModelSerializer.writeModel(net, out.resolve("model.zip").toFile(), false);
         ObjectNode s = new ObjectMapper().createObjectNode();
@@ -278,6 +303,20 @@ public final class TrainCommand implements Callable<Integer> {
             throw new UserInputException("train on " + workers + " workers failed: " + r);
         }
         return 0;
+    }
+
+    /** The mean of the last {@code window} values at each point (fewer at the start). */
+    static List<Double> movingAverage(List<Double> values, int window) {
+        List<Double> out = new ArrayList<>();
+        double sum = 0;
+        for (int i = 0; i < values.size(); i++) {
+            sum += values.get(i);
+            if (i >= window) {
+                sum -= values.get(i - window);
+            }
+            out.add(sum / Math.min(i + 1, window));
+        }
+        return out;
     }
 
     /** Worker lines without the launcher's "[rank r] " prefix (only rank 0 prints the step lines). */
