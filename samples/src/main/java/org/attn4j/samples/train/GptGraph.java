@@ -9,6 +9,7 @@ import org.attn4j.layers.PositionalEmbeddingLayer;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.distribution.NormalDistribution;
 import org.deeplearning4j.nn.conf.graph.ElementWiseVertex;
 import org.deeplearning4j.nn.conf.layers.DenseLayer;
 import org.deeplearning4j.nn.conf.layers.EmbeddingSequenceLayer;
@@ -107,7 +108,9 @@ public record GptGraph(int vocab, int maxLength, int width, int heads, int kvHea
         }
         return g.addLayer("lnf", norm(), x)
                 .addLayer("head", new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
-                        .activation(Activation.SOFTMAX).nIn(width).nOut(vocab).dataFormat(RNNFormat.NCW).build(),
+                        .activation(Activation.SOFTMAX).nIn(width).nOut(vocab).dataFormat(RNNFormat.NCW)
+                        // Small output weights (GPT-2's 0.02): a fresh model predicts close to uniform, loss ln V.
+                        .weightInit(new NormalDistribution(0, 0.02)).build(),
                         "lnf")
                 .setOutputs("head")
                 .build();

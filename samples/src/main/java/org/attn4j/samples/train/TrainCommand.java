@@ -297,7 +297,7 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter o = spec.commandLine().getOut();
         PrintWriter e = spec.commandLine().getErr();
         List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());  // "train ..."
-        LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("3g")
+        LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("256m")
                 .stopGrace(Duration.ofSeconds(30)).output(stripRank(o), stripRank(e)).build().run();
         if (!r.succeeded()) {
             throw new UserInputException("train on " + workers + " workers failed: " + r);
