@@ -56,6 +56,7 @@ public final class Attn4jCli implements Runnable {
     public static void main(String[] args) {
         // The bench draws its chart with AWT; there is no display on the machines this runs on.
         System.setProperty("java.awt.headless", "true");
+        MemoryLimit.liftDefault();
         if (ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
             System.err.println("attn4j: note: this JVM runs without the Vector API module, so the attention kernel "
                     + "uses slower ND4J operations; start it as java --add-modules jdk.incubator.vector -jar "

@@ -24,6 +24,8 @@ import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.JobRank;
+import org.attn4j.samples.MemoryLimit;
+import org.attn4j.samples.Sizes;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
 import org.deeplearning4j.nn.graph.ComputationGraph;
@@ -123,6 +125,12 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--resume", description = "Continue from the newest complete checkpoint in --checkpoint-dir.")
     boolean resume;
 
+    @Option(names = "--memory-limit", paramLabel = "SIZE",
+            description = "Resident memory above which ND4J's unreachable arrays are collected before more are "
+                    + "allocated, e.g. 2g (default: 1 GiB plus 32 bytes per model parameter and 256 bytes per token "
+                    + "of a batch and layer).")
+    String memoryLimit;
+
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/train",
             description = "Where the loss curve, summary and model go (default: ${DEFAULT-VALUE}).")
     Path out;
@@ -132,6 +140,7 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        limitMemory();
         GptGraph.Attention kind = attentionKind();
         TrainingTask t = task();
         // The name is checked even for one worker: a typo should not pass silently until --workers 2.
@@ -212,6 +221,20 @@ public final class TrainCommand implements Callable<Integer> {
                 transport.close();
             }
         }
+    }
+
+    /**
+     * Bounds the resident memory ({@link MemoryLimit}): with {@code --memory-limit}, or by default 1 GiB plus what
+     * the model and a batch need; past it, with nothing left to collect, JavaCPP fails with an OutOfMemoryError
+     * naming the figures.
+     */
+    private void limitMemory() {
+        if (memoryLimit != null) {
+            MemoryLimit.set(Sizes.parse("--memory-limit", memoryLimit), true);
+            return;
+        }
+        long params = 12L * layers * dModel * dModel + 2L * 256 * dModel + (long) seqLen * dModel;
+        MemoryLimit.set((1L << 30) + 32 * params + 256L * batch * seqLen * layers, false);
     }
 
     /**
