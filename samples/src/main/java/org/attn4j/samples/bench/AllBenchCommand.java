@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 
 import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.Options;
 
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -38,6 +39,7 @@ public final class AllBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        Options.outputDirectory("--out", out);
         PrintWriter log = spec.commandLine().getOut();
         for (String name : BENCHMARKS) {
             log.println("== bench " + name);

@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
 
@@ -69,6 +70,8 @@ public final class AttentionBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        Options.atLeast("--stock-max-n", stockMaxN, 0);
+        Options.atLeast("--repeat-max-n", repeatMaxN, 0);
         validate();
         PrintWriter log = spec.commandLine().getOut();
         Files.createDirectories(out);

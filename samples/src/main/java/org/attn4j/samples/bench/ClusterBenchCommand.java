@@ -21,6 +21,7 @@ import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.launch.NamespaceCluster;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.plan.AttentionRate;
 import org.attn4j.samples.plan.ClusterSpec;
@@ -72,14 +73,16 @@ public final class ClusterBenchCommand implements Callable<Integer> {
             description = "Sequence length (default: ${DEFAULT-VALUE}).")
     int length;
 
-    @Option(names = "--heads", paramLabel = "H", defaultValue = "8", description = "Query heads (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--heads", paramLabel = "H", defaultValue = "8",
+            description = "Query heads (default: ${DEFAULT-VALUE}).")
     int heads;
 
     @Option(names = "--kv-heads", paramLabel = "HKV", defaultValue = "4",
             description = "Key/value heads (default: ${DEFAULT-VALUE}).")
     int kvHeads;
 
-    @Option(names = "--dim", paramLabel = "D", defaultValue = "64", description = "Head size (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--dim", paramLabel = "D", defaultValue = "64",
+            description = "Head size (default: ${DEFAULT-VALUE}).")
     int dim;
 
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "3",
@@ -111,6 +114,14 @@ public final class ClusterBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        Options.atLeast("--heads", heads, 1);
+        Options.atLeast("--kv-heads", kvHeads, 1);
+        Options.atLeast("--dim", dim, 1);
+        Options.atLeast("--latency-us", latencyUs, 0);
+        if (heads % kvHeads != 0) {
+            throw new UserInputException("--heads must be a multiple of --kv-heads, got " + heads + " and " + kvHeads);
+        }
+        Options.outputDirectory("--out", out);
         Optional<String> why = NamespaceCluster.unavailable();
         if (why.isPresent()) {
             throw new UserInputException("bench cluster builds its hosts from network namespaces: " + why.get());

@@ -25,14 +25,15 @@ import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.JobRank;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
-import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.XYSeries;
 import org.knowm.xchart.style.markers.SeriesMarkers;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -129,6 +130,8 @@ public final class DistributedBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException, InterruptedException {
+        Options.heap("--heap", heap);
+        Options.outputDirectory("--out", out);
         List<String> names = algos == null ? java.util.Arrays.stream(SequenceAlgorithm.values())
                 .map(SequenceAlgorithm::cliName).toList() : algos;
         for (String name : names) {

@@ -25,6 +25,7 @@ import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
 import org.knowm.xchart.BitmapEncoder;
@@ -144,6 +145,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        Options.outputDirectory("--out", out);
         if (!(minSeconds >= 0) || Double.isInfinite(minSeconds)) {
             throw new UserInputException("--min-seconds must be finite and >= 0, got " + minSeconds);
         }

@@ -14,6 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
 
@@ -49,7 +50,8 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}).")
     int headDim;
 
-    @Option(names = "--repeats", defaultValue = "3", description = "Timed passes; the median is reported (default: "
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "3",
+            description = "Timed passes; the median is reported (default: "
             + "${DEFAULT-VALUE}).")
     int repeats;
 
@@ -58,7 +60,8 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
                     + "${DEFAULT-VALUE}).")
     int limit;
 
-    @Option(names = "--heap", defaultValue = "4g", description = "Heap per process (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "4g",
+            description = "Heap per process (default: ${DEFAULT-VALUE}).")
     String heap;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
@@ -74,6 +77,10 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        Options.atLeast("--stock-max", stockMax, 0);
+        Options.atLeast("--limit", limit, 1);
+        Options.heap("--heap", heap);
+        Options.outputDirectory("--out", out);
         for (int n : lengths) {
             if (n < 16 || n > 1 << 20) {
                 throw new UserInputException("--lengths must be in [16, 1048576], got " + n);

@@ -13,6 +13,7 @@ import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -63,6 +64,7 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        Options.outputDirectory("--out", out);
         if (n < 1 || repeats < 1) {
             throw new UserInputException("--n and --repeats must be >= 1, got " + n + " and " + repeats);
         }

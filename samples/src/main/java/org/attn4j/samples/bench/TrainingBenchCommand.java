@@ -14,6 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
@@ -43,24 +44,28 @@ public final class TrainingBenchCommand implements Callable<Integer> {
     static final String SECTION = "training";
     private static final String[] KINDS = {"flash", "linear", "stock"};
 
-    @Option(names = "--min-n", defaultValue = "256", description = "Shortest N (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--min-n", paramLabel = "N", defaultValue = "256",
+            description = "Shortest N (default: ${DEFAULT-VALUE}).")
     int minN;
 
-    @Option(names = "--max-n", defaultValue = "8192", description = "Longest N (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--max-n", paramLabel = "N", defaultValue = "8192",
+            description = "Longest N (default: ${DEFAULT-VALUE}).")
     int maxN;
 
-    @Option(names = "--tokens", defaultValue = "8192",
+    @Option(names = "--tokens", paramLabel = "TOKENS", defaultValue = "8192",
             description = "Tokens per step: batch = max(1, tokens / N) (default: ${DEFAULT-VALUE}).")
     int tokens;
 
-    @Option(names = "--steps", defaultValue = "3", description = "Timed steps (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--steps", paramLabel = "STEPS", defaultValue = "3",
+            description = "Timed steps (default: ${DEFAULT-VALUE}).")
     int steps;
 
     @Option(names = "--limit", paramLabel = "S", defaultValue = "300",
             description = "Seconds one configuration may take (default: ${DEFAULT-VALUE}).")
     int limit;
 
-    @Option(names = "--heap", defaultValue = "8g", description = "Heap per process (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "8g",
+            description = "Heap per process (default: ${DEFAULT-VALUE}).")
     String heap;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
@@ -77,6 +82,8 @@ public final class TrainingBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException, InterruptedException {
+        Options.heap("--heap", heap);
+        Options.outputDirectory("--out", out);
         if (minN < 8 || maxN < minN || tokens < 1 || steps < 1 || limit < 1) {
             throw new UserInputException("need 8 <= --min-n <= --max-n and positive --tokens, --steps, --limit");
         }

@@ -17,6 +17,7 @@ import java.util.stream.Collectors;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
@@ -98,6 +99,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException, InterruptedException {
+        Options.heap("--heap", heap);
+        Options.outputDirectory("--out", out);
         long min = bytes("--min-size", minSize);
         long max = bytes("--max-size", maxSize);
         long ringMin = bytes("--ring-min-size", ringMinSize);

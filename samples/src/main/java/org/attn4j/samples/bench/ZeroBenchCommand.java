@@ -15,6 +15,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.training.ZeroStage;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 
 import picocli.CommandLine.Command;
@@ -51,13 +52,16 @@ public final class ZeroBenchCommand implements Callable<Integer> {
             description = "Worker counts (default: ${DEFAULT-VALUE}; W = 1 always runs, as the reference).")
     List<Integer> workers;
 
-    @Option(names = "--width", defaultValue = "1536", description = "Model width (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--width", paramLabel = "WIDTH", defaultValue = "1536",
+            description = "Model width (default: ${DEFAULT-VALUE}).")
     int width;
 
-    @Option(names = "--blocks", defaultValue = "2", description = "Blocks (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--blocks", paramLabel = "BLOCKS", defaultValue = "2",
+            description = "Blocks (default: ${DEFAULT-VALUE}).")
     int blocks;
 
-    @Option(names = "--steps", defaultValue = "10", description = "Adam steps before reading (default: "
+    @Option(names = "--steps", paramLabel = "STEPS", defaultValue = "10",
+            description = "Adam steps before reading (default: "
             + "${DEFAULT-VALUE}).")
     int steps;
 
@@ -108,6 +112,7 @@ public final class ZeroBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        Options.outputDirectory("--out", out);
         List<Integer> ws = new ArrayList<>(List.of(1));
         for (int w : workers) {
             if (w < 1 || w > 8) {

@@ -18,6 +18,7 @@ import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.samples.JobRank;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.io.Npy;
 import org.attn4j.samples.metrics.PeakMemory;
@@ -109,6 +110,7 @@ public final class CheckCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        Options.heap("--worker-heap", workerHeap);
         if (window < 0) {
             throw new UserInputException("--window must be >= 0 (0 = none), got " + window);
         }

@@ -46,7 +46,8 @@ public final class GenerateCommand implements Callable<Integer> {
             description = "Sampling temperature, 0 for the most likely byte (default: ${DEFAULT-VALUE}).")
     double temperature;
 
-    @Option(names = "--seed", defaultValue = "1", description = "Sampling seed (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--seed", paramLabel = "SEED", defaultValue = "1",
+            description = "Sampling seed (default: ${DEFAULT-VALUE}).")
     long seed;
 
     @Spec

@@ -13,8 +13,8 @@ import java.util.Random;
 import java.util.concurrent.Callable;
 import java.util.function.Consumer;
 
-import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.JobEnvironment;
+import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
@@ -25,6 +25,7 @@ import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.JobRank;
 import org.attn4j.samples.MemoryLimit;
+import org.attn4j.samples.Options;
 import org.attn4j.samples.Sizes;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
@@ -73,16 +74,20 @@ public final class TrainCommand implements Callable<Integer> {
             description = "Sequence length (default: ${DEFAULT-VALUE}).")
     int seqLen;
 
-    @Option(names = "--layers", defaultValue = "2", description = "Transformer blocks (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--layers", paramLabel = "L", defaultValue = "2",
+            description = "Transformer blocks (default: ${DEFAULT-VALUE}).")
     int layers;
 
-    @Option(names = "--d-model", defaultValue = "64", description = "Model width (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--d-model", paramLabel = "WIDTH", defaultValue = "64",
+            description = "Model width (default: ${DEFAULT-VALUE}).")
     int dModel;
 
-    @Option(names = "--heads", defaultValue = "4", description = "Query heads (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--heads", paramLabel = "H", defaultValue = "4",
+            description = "Query heads (default: ${DEFAULT-VALUE}).")
     int heads;
 
-    @Option(names = "--kv-heads", defaultValue = "4", description = "Key/value heads (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--kv-heads", paramLabel = "HKV", defaultValue = "4",
+            description = "Key/value heads (default: ${DEFAULT-VALUE}).")
     int kvHeads;
 
     @Option(names = "--attention", paramLabel = "KIND", defaultValue = "flash",
@@ -90,16 +95,20 @@ public final class TrainCommand implements Callable<Integer> {
                     + "(default: ${DEFAULT-VALUE}).")
     String attention;
 
-    @Option(names = "--batch", defaultValue = "16", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--batch", paramLabel = "B", defaultValue = "16",
+            description = "Sequences per step (default: ${DEFAULT-VALUE}).")
     int batch;
 
-    @Option(names = "--steps", defaultValue = "800", description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--steps", paramLabel = "STEPS", defaultValue = "800",
+            description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
     int steps;
 
-    @Option(names = "--lr", defaultValue = "3e-3", description = "Adam learning rate (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--lr", paramLabel = "RATE", defaultValue = "3e-3",
+            description = "Adam learning rate (default: ${DEFAULT-VALUE}).")
     double lr;
 
-    @Option(names = "--seed", defaultValue = "1", description = "Seed of weights and data (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--seed", paramLabel = "SEED", defaultValue = "1",
+            description = "Seed of weights and data (default: ${DEFAULT-VALUE}).")
     long seed;
 
     @Option(names = "--workers", paramLabel = "P", defaultValue = "1",
@@ -118,7 +127,7 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--checkpoint-dir", paramLabel = "DIR", description = "Write sharded checkpoints here.")
     Path checkpointDir;
 
-    @Option(names = "--checkpoint-every", defaultValue = "100",
+    @Option(names = "--checkpoint-every", paramLabel = "STEPS", defaultValue = "100",
             description = "Steps between checkpoints (default: ${DEFAULT-VALUE}).")
     int checkpointEvery;
 
@@ -140,6 +149,16 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        Options.outputDirectory("--out", out);
+        Options.atLeast("--checkpoint-every", checkpointEvery, 1);
+        Options.atLeast("--layers", layers, 1);
+        Options.atLeast("--d-model", dModel, 1);
+        Options.atLeast("--heads", heads, 1);
+        Options.atLeast("--kv-heads", kvHeads, 1);
+        if (dModel % heads != 0 || heads % kvHeads != 0) {
+            throw new UserInputException("--d-model must be a multiple of --heads and --heads of --kv-heads, got "
+                    + dModel + ", " + heads + " and " + kvHeads);
+        }
         limitMemory();
         GptGraph.Attention kind = attentionKind();
         TrainingTask t = task();
