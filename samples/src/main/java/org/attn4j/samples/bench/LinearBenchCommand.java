@@ -654,7 +654,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             default -> "linear (fresh outputs)";
         };
         b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: medians over rounds %.3f to "
-                        + "%.3f µs, max/min = %.2f (target: within 1.15); within single rounds max/min %.2f to %.2f; "
+                        + "%.3f µs, max/min = %.2f; within single rounds max/min %.2f to %.2f; "
                         + "fastest round of each N: max/min %.2f; trend through every round (least squares of "
                         + "ln time per token on log N): %+.1f %% from N = %d to %d, 90 %% bootstrap interval %+.1f %% "
                         + "to %+.1f %%.%n", what, pass, FLAT_FROM_N, largestN(), lo, hi, hi / lo,
