@@ -46,11 +46,10 @@ class LinearBenchCommandTest {
         assertTrue(csv.stream().anyMatch(l -> l.startsWith("2048,flash,fwd,")), "flash beside linear\n" + csv);
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("Time per token, linear (fresh outputs) fwd+bwd, N = 4096 to 8192")
-                && md.contains("within single rounds max/min") && md.contains("3 interleaved rounds")
-                && md.contains("fastest round of each N: max/min") && md.contains("Peak memory rise per token")
-                && md.contains("N = 4096 to 8192: medians over rounds ")
+                && md.contains("(median over rounds at each N; largest / smallest ") && md.contains("3 interleaved rounds")
+                && md.contains("Peak memory rise per token")
                 && md.contains("the calls cover 16384 tokens at every N")
-                && md.contains("trend through every round (least squares of ln time per token on log N): ")
+                && md.contains("fitted through every round, it changes by ")
                 && md.contains("First call of each round at N = 8192"), md);
     }
 
