@@ -90,7 +90,7 @@ final class Rendezvous {
     private static List<Endpoint> register(JobEnvironment job, InetAddress master, Endpoint self, long deadline) {
         Endpoint m = job.master().orElseThrow();
         String where = "rendezvous at " + m;
-        for (int attempt = 0; ; attempt++) {
+        while (true) {
             try (Socket s = connect(master, m.port(), deadline)) {
                 if (s == null) {
                     throw new RendezvousException(where + ": rank 0 (the master) did not answer within "
