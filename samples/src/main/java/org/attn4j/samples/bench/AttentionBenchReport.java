@@ -150,7 +150,7 @@ final class AttentionBenchReport {
                 + "number of cores while they run (their own parallelism). They build the N x N score matrix and "
                 + "have no causal mask.\n");
         b.append("- attn4j: the threading policy of docs/threading.md (Java threads, native threads pinned to 1).\n\n");
-        b.append(targets(rows, s));
+        b.append(againstFloor(rows, s));
         b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | stock fwd | "
                 + "stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
         b.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -180,19 +180,19 @@ final class AttentionBenchReport {
     private static final int[] TORCH_N = {4096, 16384};
     private static final double[] TORCH_FWD_MS = {90, 2700};
     private static final double[] TORCH_FWD_BWD_MS = {221, 5800};
-    private static final int TARGET_N = 4096;
+    private static final int FLOOR_N = 4096;
 
     /** How far from its floor the op runs at N = 4096, from this run's rows. */
-    private static String targets(List<BenchResult> rows, AttentionBench.Settings s) {
+    private static String againstFloor(List<BenchResult> rows, AttentionBench.Settings s) {
         StringBuilder b = new StringBuilder("Against the gemm floor (same run):\n\n");
         for (boolean causal : new boolean[] {false, true}) {
-            Optional<BenchResult> f = find(rows, TARGET_N, Impl.ATTN4J, causal, Pass.FORWARD);
-            Optional<BenchResult> fb = find(rows, TARGET_N, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD);
-            Optional<BenchResult> ff = find(rows, TARGET_N, Impl.FLOOR, causal, Pass.FORWARD);
-            Optional<BenchResult> ffb = find(rows, TARGET_N, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD);
+            Optional<BenchResult> f = find(rows, FLOOR_N, Impl.ATTN4J, causal, Pass.FORWARD);
+            Optional<BenchResult> fb = find(rows, FLOOR_N, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD);
+            Optional<BenchResult> ff = find(rows, FLOOR_N, Impl.FLOOR, causal, Pass.FORWARD);
+            Optional<BenchResult> ffb = find(rows, FLOOR_N, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD);
             if (ok(f) && ok(fb) && ok(ff) && ok(ffb)) {
                 b.append(String.format(Locale.ROOT, "- N = %d, %s: forward %.1f ms = %.2f x its floor; "
-                                + "forward+backward %.1f ms = %.2f x its floor.%n", TARGET_N,
+                                + "forward+backward %.1f ms = %.2f x its floor.%n", FLOOR_N,
                         causal ? "causal" : "full", f.get().medianMs(), f.get().medianMs() / ff.get().medianMs(),
                         fb.get().medianMs(), fb.get().medianMs() / ffb.get().medianMs()));
             }

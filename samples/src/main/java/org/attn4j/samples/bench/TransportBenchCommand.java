@@ -48,7 +48,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
     static final String SECTION = "transport";
     /** The reference: a single-threaded in-memory copy on this machine. */
     private static final double COPY_GBPS = 13.5;
-    private static final long TARGET_SIZE = 16L << 20;
+    private static final long P2P_SIZE = 16L << 20;
 
     @Option(names = "--min-size", paramLabel = "BYTES", defaultValue = "4k",
             description = "Smallest point-to-point message (k, m suffixes; default: ${DEFAULT-VALUE}).")
@@ -250,9 +250,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         b.append("- Ring collectives: size is the whole array (all-gather: what every worker ends with; "
                 + "reduce-scatter: what every worker starts with); time is the slowest worker's; bus bandwidth is "
                 + "size / time x (P - 1) / P, as nccl-tests define it.\n\n");
-        Optional<Row> target = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == TARGET_SIZE)
+        Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
                 .findFirst();
-        b.append(target.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: %.2f GB/s "
+        b.append(p2p.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: %.2f GB/s "
                 + "over UDP loopback. For scale: a single-threaded in-memory copy moves about %.1f GB/s on the "
                 + "same machine.%n%n", r.gbps(), COPY_GBPS))
                 .orElse("Point-to-point bandwidth at 16 MB messages: not measured in this run.\n\n"));
