@@ -54,5 +54,6 @@ class AttentionBenchCommandTest {
         assertTrue(section.contains("| 64 | none | "), section);
         assertTrue(section.contains("| 128 | causal | "), section);
         assertTrue(section.contains("bench-attention.png"), section);
+        BenchMarkdown.assertMethodInOneParagraph(section, "Attention: attn4j vs ND4J's stock op");
     }
 }

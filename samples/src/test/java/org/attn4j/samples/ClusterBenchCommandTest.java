@@ -50,5 +50,6 @@ class ClusterBenchCommandTest {
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("<!-- bench:cluster:start -->") && md.contains("| 500 Mbit/s | ring | zigzag |"), md);
         assertTrue(md.contains("- 500 Mbit/s: measured "), md);
+        BenchMarkdown.assertMethodInOneParagraph(md, "Planned against measured, on rate-limited links");
     }
 }

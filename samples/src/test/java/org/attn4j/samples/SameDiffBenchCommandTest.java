@@ -31,7 +31,8 @@ class SameDiffBenchCommandTest {
         }
         assertEquals(6, csv.size(), "stock runs only up to --stock-max\n" + csv);
         String md = Files.readString(tmp.resolve("benchmarks.md"));
-        assertTrue(md.contains("<!-- bench:samediff:start -->") && md.contains("below the"), md);
+        assertTrue(md.contains("below the"), md);
+        BenchMarkdown.assertMethodInOneParagraph(md, "SameDiff: forward + backward through a graph");
     }
 
     @Test

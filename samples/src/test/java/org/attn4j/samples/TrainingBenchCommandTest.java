@@ -32,6 +32,7 @@ class TrainingBenchCommandTest {
         assertTrue(csv.stream().anyMatch(l -> l.startsWith("flash,32,2,") && l.endsWith(",")), String.join("\n",
                 csv));
         assertTrue(Files.size(tmp.resolve("bench-training.png")) > 0);
-        assertTrue(Files.readString(tmp.resolve("benchmarks.md")).contains("<!-- bench:training:start -->"));
+        BenchMarkdown.assertMethodInOneParagraph(Files.readString(tmp.resolve("benchmarks.md")),
+                "Training: flash vs linear vs DL4J's stock attention");
     }
 }

@@ -125,32 +125,20 @@ final class AttentionBenchReport {
      */
     static String markdown(List<BenchResult> rows, AttentionBench.Settings s, GemmRate gemm, MachineInfo m,
                            String command, String memoryMeasure) {
-        StringBuilder b = new StringBuilder();
-        b.append("## Attention: attn4j vs ND4J's stock op\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), %.1f GiB RAM, OMP_NUM_THREADS=%s, "
-                        + "OPENBLAS_NUM_THREADS=%s, Java %s, ND4J %s.%n%n", command, m.cores(),
-                m.cpuModel(), m.memTotalBytes() / (double) (1L << 30), m.ompNumThreads(), m.openblasNumThreads(),
-                m.javaVersion(), m.nd4jVersion()));
-        b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, scale 1/sqrt(D). Time: "
-                + "median of %d runs after one warm-up up to N = %d, a single run beyond (everything was "
-                + "warmed up at the smallest N first). Above N = %d forward only.%n", s.headDim(), s.repeats(),
-                s.repeatMaxN(), s.backwardMaxN()));
-        b.append("- Peak: how far the process's resident memory rose during a configuration's runs (warm-up "
-                + "included) above its size just before them, with the inputs (q, k, v, dO) already allocated "
-                + "and freed memory handed back first (GC, then glibc malloc_trim): outputs, gradients and working "
-                + "memory. Measured as the " + memoryMeasure + ". The JVM heap's own growth counts too; it is "
-                + "small here (ND4J's arrays live off-heap), so rises of a few MB are noise.\n");
-        b.append(String.format(Locale.ROOT, "- Floor: 4·N²·D flops (QKᵀ and PV) at ND4J's float32 gemm rate "
-                        + "measured in this run, %.0f GFLOP/s: the better of one %d³ gemm per core in %d Java "
-                        + "threads (%.0f GFLOP/s together) and one thread (%.0f GFLOP/s). Forward+backward 3.5 "
-                        + "times that (the backward does 2.5 times the forward's products); causal half.%n",
-                gemm.best() / 1e9, gemm.size(), gemm.threads(), gemm.allThreads() / 1e9, gemm.oneThread() / 1e9));
-        b.append("- ND4J stock: `DotProductAttention` and `dot_product_attention_bp` (custom ops of ND4J "
-                + m.nd4jVersion() + ") in their own [B, D, N] layout, with ND4J's native thread count at the "
-                + "number of cores while they run (their own parallelism). They build the N x N score matrix and "
-                + "have no causal mask.\n");
-        b.append("- attn4j: the threading policy of docs/threading.md (Java threads, native threads pinned to 1).\n\n");
-        b.append(againstFloor(rows, s));
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("Attention: attn4j vs ND4J's stock op", command,
+                m, String.format(Locale.ROOT, "Every configuration is B = 1, one head, D = %d, float32, scale "
+                        + "1/sqrt(D); its time is the median of %d runs after a warm-up up to N = %d and a single run "
+                        + "beyond, forward only above N = %d. Peak is how far the process's resident memory rose "
+                        + "during a configuration's runs above its level with the inputs already allocated; it counts "
+                        + "outputs, gradients and working memory (so rises of a few MB are noise) and is measured as "
+                        + "the %s. The floor is "
+                        + "4·N²·D flops (QKᵀ and PV) at the float32 gemm rate ND4J reached in the same run, "
+                        + "%.0f GFLOP/s (the better of one %d³ gemm per core in parallel and one on one thread), "
+                        + "3.5 times that for forward+backward and half of it for causal. Stock is ND4J's "
+                        + "`DotProductAttention` and `dot_product_attention_bp` with ND4J's native threads at the "
+                        + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
+                        + "its default threading (docs/threading.md).", s.headDim(), s.repeats(), s.repeatMaxN(),
+                        s.backwardMaxN(), memoryMeasure, gemm.best() / 1e9, gemm.size())));
         b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | stock fwd | "
                 + "stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
         b.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -171,27 +159,24 @@ final class AttentionBenchReport {
                         .append(time(find(rows, n, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD))).append(" |\n");
             }
         }
-        b.append("\n![attention time against N, log-log](").append(PNG).append(")\n\n");
+        b.append('\n').append(againstFloor(rows, s));
+        b.append("![attention time against N, log-log](").append(PNG).append(")\n\n");
         b.append("Every row, with full failure messages: [").append(CSV).append("](").append(CSV).append(").\n");
         return b.toString();
     }
 
-    /** PyTorch 1.13 plain attention, OpenBLAS, 2 threads, D = 64, on this kind of machine (DL4J-M2.1-FACTS.md). */
-    private static final int[] TORCH_N = {4096, 16384};
-    private static final double[] TORCH_FWD_MS = {90, 2700};
-    private static final double[] TORCH_FWD_BWD_MS = {221, 5800};
     private static final int FLOOR_N = 4096;
 
     /** How far from its floor the op runs at N = 4096, from this run's rows. */
     private static String againstFloor(List<BenchResult> rows, AttentionBench.Settings s) {
-        StringBuilder b = new StringBuilder("Against the gemm floor (same run):\n\n");
+        StringBuilder b = new StringBuilder();
         for (boolean causal : new boolean[] {false, true}) {
             Optional<BenchResult> f = find(rows, FLOOR_N, Impl.ATTN4J, causal, Pass.FORWARD);
             Optional<BenchResult> fb = find(rows, FLOOR_N, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD);
             Optional<BenchResult> ff = find(rows, FLOOR_N, Impl.FLOOR, causal, Pass.FORWARD);
             Optional<BenchResult> ffb = find(rows, FLOOR_N, Impl.FLOOR, causal, Pass.FORWARD_BACKWARD);
             if (ok(f) && ok(fb) && ok(ff) && ok(ffb)) {
-                b.append(String.format(Locale.ROOT, "- N = %d, %s: forward %.1f ms = %.2f x its floor; "
+                b.append(String.format(Locale.ROOT, "- At N = %d, %s: forward %.1f ms = %.2f x its floor; "
                                 + "forward+backward %.1f ms = %.2f x its floor.%n", FLOOR_N,
                         causal ? "causal" : "full", f.get().medianMs(), f.get().medianMs() / ff.get().medianMs(),
                         fb.get().medianMs(), fb.get().medianMs() / ffb.get().medianMs()));
@@ -211,16 +196,6 @@ final class AttentionBenchReport {
         }
         b.append(String.format(Locale.ROOT, "- Against ND4J's stock op (full mask): attn4j faster in %d of the %d "
                 + "configurations where both ran.%n", ahead, measured));
-        for (int i = 0; i < TORCH_N.length; i++) {
-            Optional<BenchResult> f = find(rows, TORCH_N[i], Impl.ATTN4J, false, Pass.FORWARD);
-            Optional<BenchResult> fb = find(rows, TORCH_N[i], Impl.ATTN4J, false, Pass.FORWARD_BACKWARD);
-            if (ok(f) && ok(fb)) {
-                b.append(String.format(Locale.ROOT, "- Against PyTorch's plain attention at N = %d (%.0f ms forward, "
-                                + "%.0f ms forward+backward, measured once on this kind of machine, not in this run): "
-                                + "attn4j %.1f ms and %.1f ms.%n", TORCH_N[i], TORCH_FWD_MS[i], TORCH_FWD_BWD_MS[i],
-                        f.get().medianMs(), fb.get().medianMs()));
-            }
-        }
         List<Integer> ns = s.lengths();
         if (ns.size() >= 2) {
             int big = ns.get(ns.size() - 1);

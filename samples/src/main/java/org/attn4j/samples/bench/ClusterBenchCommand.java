@@ -224,21 +224,18 @@ public final class ClusterBenchCommand implements Callable<Integer> {
 
     /** The table, and per rate whether the plan ranks the algorithms in the measured order. */
     private String markdown(List<Row> rows, AttentionRate rate, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## Planned against measured, on rate-limited links\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command, m.cores(),
-                m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
-        b.append(String.format(Locale.ROOT, "- Setup: %d hosts, each a Linux network namespace with its own address "
-                + "on a bridge, one worker each, started with torchrun's variables; every host's outgoing link "
-                + "limited by a tc token bucket to the rate shown. Causal attention, float32, B = 1, H = %d, "
-                + "Hkv = %d, D = %d, N = %d; each algorithm in its default layout.%n", hosts, heads, kvHeads, dim,
-                length));
-        b.append(String.format(Locale.ROOT, "- Measured: the slowest rank's median of %d forward+backward passes."
-                + " Predicted: `attn4j plan`'s model for %d nodes of one worker, the link rate as the bandwidth, "
-                + "%.0f us per message, and each algorithm's own attention rate on this machine: its time on the "
-                + "same hosts with unlimited links, counted as compute (it includes what the algorithm's "
-                + "communication threads take from the shared cores). For comparison, the plan with the kernel's "
-                + "rate (%.4f TFLOP/s on %s) shared by the %d workers.%n%n", repeats, hosts, latencyUs,
-                rate.tflops(), rate.shape(), hosts));
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("Planned against measured, on rate-limited "
+                + "links", command, m, String.format(Locale.ROOT, "%d hosts, each a Linux network namespace with its "
+                + "own address on a bridge, run one worker each, started with torchrun's variables, and every host's "
+                + "outgoing link is limited by a tc token bucket to the rate shown. Causal attention, float32, B = 1, "
+                + "H = %d, Hkv = %d, D = %d, N = %d, each algorithm in its default layout. Measured is the slowest "
+                + "rank's median of %d forward+backward passes. Predicted is `attn4j plan`'s model for %d nodes of "
+                + "one worker, with the link rate as the bandwidth, %.0f us per message, and each algorithm's own "
+                + "attention rate on this machine: its time on the same hosts with unlimited links, counted as "
+                + "compute (so it includes what the algorithm's communication threads take from the shared cores). "
+                + "For comparison, the last column plans with the kernel's rate (%.4f TFLOP/s on %s) shared by the "
+                + "%d workers.", hosts, heads, kvHeads, dim, length, repeats, hosts, latencyUs, rate.tflops(),
+                rate.shape(), hosts)));
         b.append("| link | algorithm | config | measured | predicted | of which compute | measured / predicted "
                 + "| plan at the kernel's rate | MB sent / rank |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {

@@ -333,28 +333,17 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     }
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## Sequence-parallel attention over worker processes\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
-                m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
-        b.append(String.format(Locale.ROOT, "- Setup: causal attention, float32, B = %d, H = %d, Hkv = %d, D = %d; "
-                + "each algorithm in its default layout (ring and WallFacer zigzag, ATTENTION2D striped, LASP and "
-                + "Ulysses contiguous); WallFacer with the largest team C whose square divides P; LASP is linear "
-                + "attention with decay 0.99 (a different op: its times are not comparable with the softmax "
-                + "algorithms'). %s.%n", batch, heads, kvHeads, dim, where));
-        b.append("- Time: each rank's median of " + repeats + " timed forward+backward passes after two untimed ones "
-                + "(and two seconds of local flash passes per worker first, for the JIT), "
-                + "a barrier before each; the slowest rank's. Bytes: what each rank sent in one forward+backward "
-                + "pass, counted by its transport (largest rank, and mean over ranks).\n");
-        b.append("- All P workers share " + m.cores() + " cores, so more workers cannot be faster here: times at "
-                + "P > 1 show the algorithms' overhead on one machine, not their scaling. The bytes do not depend "
-                + "on the machine; they equal the formulas in docs/algorithms.md (asserted in "
-                + "CommunicationVolumeTest) and feed the cost model (`attn4j plan`).\n");
-        b.append("- Reading the bytes: with fewer K/V heads than query heads, ring attention moves the K/V side both "
-                + "ways, while WallFacer moves the query side in its backward pass (as its paper does) and "
-                + "ATTENTION2D's rows move queries, so at these small P both can send more than the ring; "
-                + "ATTENTION2D's advantage grows as 1/sqrt(P) (docs/algorithms.md). The striped layout ATTENTION2D "
-                + "needs leaves partly masked tiles everywhere, so its local causal work costs more than the "
-                + "zigzag layout's.\n\n");
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("Sequence-parallel attention over worker "
+                + "processes", command, m, String.format(Locale.ROOT, "Causal attention, float32, B = %d, H = %d, "
+                + "Hkv = %d, D = %d, each algorithm in its default layout (ring and WallFacer zigzag, ATTENTION2D "
+                + "striped, LASP and Ulysses contiguous; WallFacer with the largest team C whose square divides P); "
+                + "LASP runs linear attention with decay 0.99, a different op whose times do not compare with the "
+                + "others'. %s. Time is the slowest rank's median of %d timed forward+backward passes after two "
+                + "untimed ones, with a barrier before each; bytes are what each rank's transport sent in one "
+                + "forward+backward pass (the largest rank, and the mean over ranks). When all workers share one "
+                + "machine's %d cores, times at P > 1 show an algorithm's overhead, not its scaling; the bytes do not "
+                + "depend on the machine and equal the formulas in docs/algorithms.md.", batch, heads, kvHeads, dim,
+                where, repeats, m.cores())));
         b.append("| algorithm | P | config | N | forward | backward | bytes / rank (max) | bytes / rank (mean) |\n"
                 + "|---|---:|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
@@ -362,6 +351,11 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                     r.algo(), r.workers(), r.config(), r.n(), r.forwardMs(), r.backwardMs(),
                     r.maxBytesPerRank() / 1e6, r.meanBytesPerRank() / 1e6));
         }
+        b.append("\nWith fewer K/V heads than query heads, ring attention moves the K/V side, while WallFacer's "
+                + "backward pass and ATTENTION2D's rows move the query side, so at small P both can send more than "
+                + "the ring; ATTENTION2D's bytes per rank fall as 1/sqrt(P) (docs/algorithms.md). The striped layout "
+                + "ATTENTION2D needs leaves partly masked tiles on every rank, so its local causal work costs more "
+                + "than the zigzag layout's.\n");
         b.append("\n![time](").append(PNG).append(")\n\n![bytes](").append(BYTES_PNG).append(")\n");
         return b.toString();
     }

@@ -115,8 +115,6 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private static final String[] PASSES = {"fwd", "fwd+bwd"};
     /** Time per token is summarised from here up. */
     private static final int FLAT_FROM_N = 4096;
-    /** Seed of {@link SizeTrend}'s bootstrap, fixed so the report can be recomputed from the CSV. */
-    private static final long TREND_SEED = 1;
     /** Seed of the order of N within each round. */
     private static final long ORDER_SEED = 7;
 
@@ -512,28 +510,19 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## Linear attention (causal, with decay) vs flash attention\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), OMP_NUM_THREADS=%s, Java %s, ND4J %s.%n%n",
-                command, m.cores(), m.cpuModel(), m.ompNumThreads(), m.javaVersion(), m.nd4jVersion()));
-        b.append(String.format(Locale.ROOT, "- Setup: B = 1, one head, D = %d, float32, causal, lambda = %s, "
-                + "chunk %d; both ops ran for 2 s first (JIT warm-up). Time of linear attention: %d interleaved "
-                + "rounds, each timing every variant at every N once, the N in a shuffled order, the workspace "
-                + "variants' rounds first, fresh outputs' last. One measurement = one untimed call (the steady "
-                + "state of a loop calling the op: the first call after other work re-faults memory this VM has "
-                + "taken back, see the first-call line below), then back-to-back calls, their total time over the "
-                + "calls; from N = %d up the calls cover %d tokens at every N (one call at the largest N), below "
-                + "that they fill about %s s. Equal tokens, not equal seconds: this machine slows down by 2x to 10x "
-                + "for spells of up to a few seconds, a window at the largest N cannot avoid them, so the windows "
-                + "at every other N must meet them as often. Reported: the median over the rounds (each round's "
-                + "value is in the CSV); the flatness figure is the max/min over N of these medians. Flash "
-                + "attention (causal, fresh outputs): rounds at one N at a time, windows of about %s s, between "
-                + "the two, from the smallest N until it is slower than linear attention (reused workspace) in "
-                + "both passes; the crossover below compares both with fresh outputs.%n",
-                HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds, FLAT_FROM_N, windowTokens(), minSeconds,
-                minSeconds));
-        b.append("- Peak: rise of the process's resident memory during a configuration's first round above its "
-                + "size just before it, all inputs already allocated (" + PeakMemory.measure() + ").\n");
-        b.append(summary(rows)).append('\n');
+        StringBuilder b = new StringBuilder(MarkdownSection.opening(
+                "Linear attention (causal, with decay) vs flash attention", command, m, String.format(Locale.ROOT,
+                        "Every configuration is B = 1, one head, D = %d, float32, causal, decay %s, chunk %d, after "
+                        + "both ops ran for 2 s. Linear attention is timed in %d interleaved rounds, each timing "
+                        + "every variant at every N once in a shuffled order; one measurement is an untimed call "
+                        + "followed by back-to-back calls that cover %d tokens from N = %d up (about %s s below), and "
+                        + "the table gives the median over rounds, as time per call and per token. The variants: "
+                        + "fresh outputs on every call, outputs in a reused workspace, and the workspace on one "
+                        + "thread. Flash attention (causal, fresh outputs) is timed from the smallest N until it is "
+                        + "slower than linear attention in both passes. Peak is the rise of the process's resident "
+                        + "memory during a configuration's first round above its level with the inputs allocated, "
+                        + "measured as the %s.", HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds,
+                        windowTokens(), FLAT_FROM_N, minSeconds, PeakMemory.measure())));
         b.append("| N | linear fwd | linear fwd+bwd | µs/token fwd / fwd+bwd | µs/token in a reused workspace "
                 + "fwd / fwd+bwd | µs/token, reused workspace, one thread fwd / fwd+bwd | linear peak fwd / fwd+bwd "
                 + "| flash fwd | flash fwd+bwd | flash peak fwd / fwd+bwd |\n");
@@ -549,6 +538,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
                     time(find(rows, nn, "flash", "fwd")), time(find(rows, nn, "flash", "fwd+bwd")),
                     mb(find(rows, nn, "flash", "fwd")), mb(find(rows, nn, "flash", "fwd+bwd"))));
         }
+        b.append('\n').append(summary(rows));
         b.append("\n![time per token against N](").append(PNG).append(")\n\nEvery row: [").append(CSV).append("](")
                 .append(CSV).append(").\n");
         return b.toString();
@@ -558,9 +548,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
     private String summary(List<Row> rows) {
         StringBuilder b = new StringBuilder();
         for (String impl : new String[] {"linear", WORKSPACE, ONE_THREAD}) {
-            for (String pass : new String[] {"fwd", "fwd+bwd"}) {
-                flatness(b, rows, impl, pass);
-            }
+            flatness(b, rows, impl);
         }
         // Per token, so linear memory shows as a flat line; small N sit near the resolution of the measure
         // (freed blocks are reused without new resident pages).
@@ -574,7 +562,6 @@ public final class LinearBenchCommand implements Callable<Integer> {
                         r.peakIncreaseBytes() / 1024.0 / r.n(), r == peaks.get(peaks.size() - 1) ? ".\n" : ","));
             }
         }
-        firstCalls(b, rows);
         for (String pass : new String[] {"fwd", "fwd+bwd"}) {
             String cross = "flash was never the slower one in the N measured";
             for (int n : sizes()) {
@@ -593,55 +580,32 @@ public final class LinearBenchCommand implements Callable<Integer> {
     }
 
     /**
-     * Appends, at the largest N, the untimed first call of each round (median over rounds) beside the timed
-     * calls, fresh outputs and reused workspace: what a call costs when the memory it needs was freed a while
-     * before.
+     * Appends the range of time per token from {@link #FLAT_FROM_N} up (medians over rounds) for one variant,
+     * forward and forward+backward: how flat linear attention's cost per token stays as N grows.
      */
-    private void firstCalls(StringBuilder b, List<Row> rows) {
-        int largest = largestN();
-        StringBuilder each = new StringBuilder();
-        for (String impl : new String[] {"linear", WORKSPACE}) {
-            for (String pass : PASSES) {
-                Optional<Row> r = find(rows, largest, impl, pass);
-                if (r.isPresent() && r.get().ok() && r.get().firstCallMs().length > 0) {
-                    each.append(String.format(Locale.ROOT, "%s%s %s %.3f (timed calls %.3f)",
-                            each.length() == 0 ? "" : "; ",
-                            impl.equals(WORKSPACE) ? "reused workspace" : "fresh outputs",
-                            pass, GemmRate.median(r.get().firstCallMs()) * 1000.0 / largest, r.get().usPerToken()));
-                }
+    private void flatness(StringBuilder b, List<Row> rows, String impl) {
+        StringBuilder passes = new StringBuilder();
+        for (String pass : PASSES) {
+            List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
+                    && r.n() >= FLAT_FROM_N).toList();
+            if (mine.size() < 2) {
+                continue;
             }
+            double lo = mine.stream().mapToDouble(Row::usPerToken).min().orElseThrow();
+            double hi = mine.stream().mapToDouble(Row::usPerToken).max().orElseThrow();
+            passes.append(String.format(Locale.ROOT, "%s%s %.3f to %.3f µs (largest / smallest %.2f)",
+                    passes.length() == 0 ? "" : ", ", pass.equals("fwd") ? "forward" : "forward+backward", lo, hi,
+                    hi / lo));
         }
-        if (each.length() > 0) {
-            b.append("- First call of each round at N = ").append(largest).append(", after the other N ran, µs/token "
-                    + "(median over rounds): ").append(each).append(".\n");
+        if (passes.length() > 0) {
+            String what = switch (impl) {
+                case WORKSPACE -> "reused workspace";
+                case ONE_THREAD -> "reused workspace, one thread";
+                default -> "fresh outputs";
+            };
+            b.append(String.format(Locale.ROOT, "- Time per token from N = %d to %d, %s: %s.%n", FLAT_FROM_N,
+                    largestN(), what, passes));
         }
-    }
-
-    /**
-     * Appends the spread of time per token from {@link #FLAT_FROM_N} up, for one implementation and pass: the
-     * range over N of the medians over rounds, and the {@link SizeTrend} fitted to every round.
-     */
-    private void flatness(StringBuilder b, List<Row> rows, String impl, String pass) {
-        List<Row> mine = rows.stream().filter(r -> r.ok() && r.impl().equals(impl) && r.pass().equals(pass)
-                && r.n() >= FLAT_FROM_N).toList();
-        if (mine.size() < 2) {
-            return;
-        }
-        double lo = mine.stream().mapToDouble(Row::usPerToken).min().orElseThrow();
-        double hi = mine.stream().mapToDouble(Row::usPerToken).max().orElseThrow();
-        double[][] usPerRound = mine.stream().map(r -> Arrays.stream(r.roundMs()).map(ms -> ms * 1000.0 / r.n())
-                .toArray()).toArray(double[][]::new);
-        SizeTrend t = SizeTrend.fit(mine.stream().mapToInt(Row::n).toArray(), usPerRound, TREND_SEED);
-        String what = switch (impl) {
-            case WORKSPACE -> "linear (outputs in a reused workspace)";
-            case ONE_THREAD -> "linear (reused workspace, one thread)";
-            default -> "linear (fresh outputs)";
-        };
-        b.append(String.format(Locale.ROOT, "- Time per token, %s %s, N = %d to %d: %.3f to %.3f µs (median over "
-                        + "rounds at each N; largest / smallest %.2f); fitted through every round, it changes by %+.1f %% "
-                        + "from N = %d to %d (90 %% interval %+.1f %% to %+.1f %%).%n", what, pass, FLAT_FROM_N,
-                largestN(), lo, hi, hi / lo, 100 * t.change(), mine.get(0).n(), mine.get(mine.size() - 1).n(),
-                100 * t.low(), 100 * t.high()));
     }
 
     private static String time(Optional<Row> r) {

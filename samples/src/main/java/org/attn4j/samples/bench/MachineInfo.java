@@ -31,6 +31,13 @@ public record MachineInfo(int cores, String cpuModel, long memTotalBytes, String
                 System.getProperty("java.version"), readNd4jVersion());
     }
 
+    /** "2 cores (AMD EPYC 7B13), 23.5 GiB RAM, Java 17.0.15, ND4J 1.0.0-M2.1": the machine in a report. */
+    public String describe() {
+        String ram = memTotalBytes > 0 ? String.format(java.util.Locale.ROOT, ", %.1f GiB RAM",
+                memTotalBytes / (double) (1L << 30)) : "";
+        return cores + " cores (" + cpuModel + ")" + ram + ", Java " + javaVersion + ", ND4J " + nd4jVersion;
+    }
+
     /** {@code MemAvailable} from /proc/meminfo in bytes, or -1 where there is none. */
     public static long memAvailableBytes() {
         return procLong("/proc/meminfo", "MemAvailable");

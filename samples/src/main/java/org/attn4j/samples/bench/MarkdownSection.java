@@ -18,6 +18,19 @@ public final class MarkdownSection {
     private MarkdownSection() {
     }
 
+    /**
+     * The opening of a report section: its title, then one paragraph saying how it was measured, which starts
+     * with the command and the machine.
+     *
+     * @param title   the section title, without "##"
+     * @param command the command line as typed, for the reader to reproduce it
+     * @param machine where it ran
+     * @param method  how it was measured and what the columns mean, in sentences
+     */
+    public static String opening(String title, String command, MachineInfo machine, String method) {
+        return "## " + title + "\n\n`" + command + "` on " + machine.describe() + ". " + method.strip() + "\n\n";
+    }
+
     /** The start marker of section {@code name}. */
     public static String start(String name) {
         return "<!-- bench:" + name + ":start -->";

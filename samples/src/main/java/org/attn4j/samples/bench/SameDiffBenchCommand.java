@@ -150,21 +150,14 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
     }
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## SameDiff: forward + backward through a graph\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
-                m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
-        b.append("- Setup: one head, D = ").append(headDim).append(", float32, causal; q, k, v are graph variables; "
-                + "one pass = `sd.calculateGradients` for q, k, v of `sum(O * g)`; median of ").append(repeats)
-                .append(" passes. flash = `SDAttention.flash`, linear = `SDAttention.linear` (decay 0.99), stock = "
-                + "SameDiff's own `softmax(Q K^T / sqrt(D) + M) V` with an `[N, N]` causal mask. Each configuration "
-                + "in its own JVM (heap ").append(heap).append("). Memory: ").append(PeakMemory.measure())
-                .append("; baseline = resident size after the graph was built, before the first pass.\n");
-        b.append("- An `N x N` float32 array is `4 N^2` bytes: ");
-        for (int n : lengths) {
-            b.append(String.format(Locale.ROOT, "%.0f MB at N = %d; ", 4.0 * n * n / 1e6, n));
-        }
-        b.setLength(b.length() - 2);
-        b.append(".\n\n| function | N | median ms | baseline MB | peak MB | peak - baseline MB |\n"
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("SameDiff: forward + backward through a graph",
+                command, m, "One head, D = " + headDim + ", float32, causal, with q, k and v as graph variables; one "
+                + "pass is `sd.calculateGradients` for q, k and v of `sum(O * g)`, and the time is the median of "
+                + repeats + " passes. flash is `SDAttention.flash`, linear `SDAttention.linear` (decay 0.99), and "
+                + "stock SameDiff's own `softmax(Q K^T / sqrt(D) + M) V` with an `[N, N]` causal mask. Each "
+                + "configuration runs in its own JVM (heap " + heap + "); memory is the " + PeakMemory.measure()
+                + ", above a baseline taken after the graph was built, before the first pass."));
+        b.append("| function | N | median ms | baseline MB | peak MB | peak - baseline MB |\n"
                 + "|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             if (r.failure() != null) {
@@ -176,6 +169,12 @@ public final class SameDiffBenchCommand implements Callable<Integer> {
                         (r.peakBytes() - r.baselineBytes()) / 1e6));
             }
         }
+        b.append("\nFor scale, an `N x N` float32 array is `4 N^2` bytes: ");
+        for (int n : lengths) {
+            b.append(String.format(Locale.ROOT, "%.0f MB at N = %d, ", 4.0 * n * n / 1e6, n));
+        }
+        b.setLength(b.length() - 2);
+        b.append(".\n");
         int longest = lengths.stream().mapToInt(Integer::intValue).max().orElse(0);
         for (Row r : rows) {
             if (r.n() == longest && r.failure() == null && !r.kind().equals("stock")) {

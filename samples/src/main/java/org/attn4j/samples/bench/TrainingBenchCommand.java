@@ -173,16 +173,14 @@ public final class TrainingBenchCommand implements Callable<Integer> {
     }
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## Training: flash vs linear vs DL4J's stock attention\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
-                m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
-        b.append("- Setup: the GPT-like model of `attn4j train` (d 64, 2 pre-norm blocks, 4 heads, vocabulary 256, "
-                + "float32, Adam) on random bytes; batch = max(1, " + tokens + " / N); two untimed steps, then "
-                + steps + " timed ones; each configuration in its own JVM (heap " + heap + ", limit " + limit
-                + " s), so a failing layer takes only its own process down. Peak: the process's peak resident "
-                + "size over the steps.\n");
-        b.append("- Stock: DL4J's `SelfAttentionLayer` (a SameDiff layer, whole N x N scores, no causal mask; DL4J "
-                + "1.0.0-M2.1 doubles its gradients, so its training is not the same computation).\n\n");
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("Training: flash vs linear vs DL4J's stock "
+                + "attention", command, m, "The GPT-like model of `attn4j train` (width 64, 2 pre-norm blocks, 4 "
+                + "heads, vocabulary 256, float32, Adam) trains on random bytes with batch max(1, " + tokens
+                + " / N): two untimed steps, then " + steps + " timed ones, each configuration in its own JVM (heap "
+                + heap + ", limit " + limit + " s) so a failing layer takes only its own process down; peak is the "
+                + "process's peak resident size over the steps. Stock is DL4J's `SelfAttentionLayer`, a SameDiff "
+                + "layer that builds the whole N x N scores and has no causal mask (DL4J 1.0.0-M2.1 also doubles its "
+                + "gradients, so its training is not the same computation)."));
         b.append("| attention | N | batch | tokens/s | peak | |\n|---|---:|---:|---:|---:|---|\n");
         for (Row r : rows) {
             b.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %s | %s |%n", r.kind(), r.n(), r.batch(),

@@ -46,8 +46,6 @@ public final class TransportBenchCommand implements Callable<Integer> {
     static final String CSV = "bench-transport.csv";
     static final String PNG = "bench-transport.png";
     static final String SECTION = "transport";
-    /** The reference: a single-threaded in-memory copy on this machine. */
-    private static final double COPY_GBPS = 13.5;
     private static final long P2P_SIZE = 16L << 20;
 
     @Option(names = "--min-size", paramLabel = "BYTES", defaultValue = "4k",
@@ -237,25 +235,15 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     private String markdown(List<Row> rows, MachineInfo m, String command) {
-        StringBuilder b = new StringBuilder("## Transport: Aeron between worker processes\n\n");
-        b.append(String.format(Locale.ROOT, "`%s`, on %d cores (%s), Java %s, ND4J %s.%n%n", command,
-                m.cores(), m.cpuModel(), m.javaVersion(), m.nd4jVersion()));
-        b.append("- Setup: worker JVMs started by the local launcher on this machine, each with its own embedded "
-                + "Aeron media driver, talking UDP over loopback; float32 arrays; GB = 10^9 bytes. Median of "
-                + repeats + " timed runs after untimed ones. The workers and their drivers share the machine's "
-                + "cores.\n");
-        b.append("- Point-to-point: latency is half the round trip of one array sent and sent back; bandwidth "
-                + "streams at least 4 and up to 64 MB of arrays back to back and waits for a 1-element "
-                + "acknowledgement.\n");
-        b.append("- Ring collectives: size is the whole array (all-gather: what every worker ends with; "
-                + "reduce-scatter: what every worker starts with); time is the slowest worker's; bus bandwidth is "
-                + "size / time x (P - 1) / P, as nccl-tests define it.\n\n");
-        Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
-                .findFirst();
-        b.append(p2p.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: %.2f GB/s "
-                + "over UDP loopback. For scale: a single-threaded in-memory copy moves about %.1f GB/s on the "
-                + "same machine.%n%n", r.gbps(), COPY_GBPS))
-                .orElse("Point-to-point bandwidth at 16 MB messages: not measured in this run.\n\n"));
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("Transport: Aeron between worker processes",
+                command, m, "Worker JVMs on this machine, each with its own embedded Aeron media driver, send "
+                        + "float32 arrays to each other over UDP loopback; every figure is the median of " + repeats
+                        + " timed runs after untimed ones, and GB = 10^9 bytes. Latency is half the round trip of one "
+                        + "array sent and sent back; bandwidth streams 4 to 64 MB of arrays back to back and waits "
+                        + "for a one-element acknowledgement. For the ring collectives, size is the whole array (what "
+                        + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
+                        + "is the slowest worker's, and bus bandwidth is size / time x (P - 1) / P, as nccl-tests "
+                        + "define it. The workers and their drivers share the machine's cores."));
         b.append("| size | latency (half round trip) | bandwidth |\n|---:|---:|---:|\n");
         for (Row r : rows) {
             if (r.kind().equals("p2p-latency")) {
@@ -277,7 +265,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
             }
         }
-        b.append("\n![transport](").append(PNG).append(")\n");
+        Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
+                .findFirst();
+        b.append('\n').append(p2p.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: "
+                + "%.2f GB/s over UDP loopback.%n%n", r.gbps())).orElse(""));
+        b.append("![transport](").append(PNG).append(")\n");
         return b.toString();
     }
 }

@@ -189,21 +189,18 @@ public final class ZeroBenchCommand implements Callable<Integer> {
         Row first = rows.get(0);
         double mb = 1e6;
         long p = first.params();
-        StringBuilder b = new StringBuilder("## ZeRO: memory per worker\n\n");
-        b.append("`").append(command).append("`; GPT-like model: width ").append(s.width()).append(", ")
-                .append(s.blocks()).append(" blocks, float32, Adam, ").append(p).append(" parameters (").append(
-                        String.format(Locale.ROOT, "%.0f MB of parameters, as much gradient, twice that of Adam "
-                                + "state", p * 4 / mb)).append("); W worker processes over Aeron, sequence-parallel "
-                        + "ring attention, batch ").append(s.batch()).append(" x ").append(s.length())
-                .append(" tokens, ").append(s.steps()).append(" steps.\n\n");
-        b.append("- *off-heap at rest*: measured after the last step, once every worker is done, on each worker "
-                + "(the median worker, and the largest): the least of six readings a second apart, each after a "
-                + "garbage collection, of its resident anonymous memory (`RssAnon`) minus its Java heap (fixed and "
-                + "pre-touched). ND4J keeps its arrays there, and no ND4J or javacpp counter sees them. The workers "
-                + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES="
-                + GLIBC_TUNABLES + "`), so allocator slack does not blur the reading.\n");
-        b.append("- *kept by design*: the trainer's own count of the optimizer state, gradient and parameter bytes "
-                + "it keeps between steps.\n\n");
+        StringBuilder b = new StringBuilder(MarkdownSection.opening("ZeRO: memory per worker", command,
+                MachineInfo.current(), String.format(Locale.ROOT, "A GPT-like model (width %d, %d blocks, float32, "
+                + "Adam, %d parameters: %.0f MB of parameters, as much gradient and twice that of Adam state) "
+                + "trains for %d steps on batches of %d x %d tokens in W worker processes over Aeron, with "
+                + "sequence-parallel ring attention. *Off-heap at rest* is read on every worker after the last step, "
+                + "once all are done: the least of six readings a second apart, each after a garbage collection, "
+                + "of the process's resident anonymous memory (`RssAnon`) minus its Java heap, which is fixed and "
+                + "pre-touched; ND4J keeps its arrays there, where no ND4J or JavaCPP counter sees them. The workers "
+                + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES=%s`) "
+                + "so allocator slack does not blur the reading. *Kept by design* is the trainer's own count of the "
+                + "optimizer state, gradient and parameter bytes it keeps between steps.", s.width(), s.blocks(), p,
+                p * 4 / mb, s.steps(), s.batch(), s.length(), GLIBC_TUNABLES)));
         b.append("| W | stage | off-heap at rest: median worker (largest) | same stage, W = 1 | kept by design: "
                 + "state / gradient / parameters |\n|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
