@@ -9,7 +9,11 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Stream;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -18,7 +22,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.training.CheckpointExport;
 import org.attn4j.distributed.training.DistributedTrainer;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
@@ -47,6 +55,7 @@ import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.util.ModelSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
@@ -60,33 +69,145 @@ import org.nd4j.linalg.learning.config.Adam;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
 
 /**
- * docs/guide.md cannot rot: every Java block in it is one of the snippets below, word for word (checked), and
- * every snippet is compiled with this class and run by its test.
+ * The documentation cannot rot: every Java block of README.md and docs/*.md is one of the snippets of this class
+ * or of {@link DocSnippetWorker}, word for word (checked), and every snippet is compiled with them and run: here,
+ * or in four worker processes for the blocks that need a launcher.
  */
-class GuideSnippetsTest {
+@Timeout(value = 10, unit = TimeUnit.MINUTES)
+class DocSnippetsTest {
 
-    private static final Path GUIDE = Path.of("..", "docs", "guide.md");
-    private static final Path SOURCE = Path.of("src", "test", "java", "org", "attn4j", "samples",
-            "GuideSnippetsTest.java");
+    private static final Path ROOT = Path.of("..");
+    private static final Path SOURCES = Path.of("src", "test", "java", "org", "attn4j", "samples");
 
     @TempDir
     File tmp;
 
     @Test
-    void everyJavaBlockOfTheGuideIsASnippetOfThisClass() throws Exception {
-        Map<String, String> snippets = regions(Files.readString(SOURCE));
-        Matcher m = Pattern.compile("<!-- snippet: (\\S+) -->\\s*```java\\n(.*?)```", Pattern.DOTALL)
-                .matcher(Files.readString(GUIDE));
-        int blocks = 0;
-        while (m.find()) {
-            blocks++;
-            String name = m.group(1);
-            assertTrue(snippets.containsKey(name), "guide snippet '" + name + "' has no region in " + SOURCE);
-            assertEquals(snippets.get(name).strip(), m.group(2).strip(), "guide snippet '" + name + "'");
+    void everyJavaBlockOfTheDocsIsASnippet() throws Exception {
+        Map<String, String> snippets = regions(Files.readString(SOURCES.resolve("DocSnippetsTest.java")));
+        Map<String, String> workers = regions(Files.readString(SOURCES.resolve("DocSnippetWorker.java")));
+        for (String name : workers.keySet()) {
+            assertTrue(!snippets.containsKey(name), "snippet '" + name + "' defined twice");
         }
-        long javaBlocks = Pattern.compile("```java").matcher(Files.readString(GUIDE)).results().count();
-        assertEquals(javaBlocks, blocks, "every ```java block must be a named snippet");
-        assertEquals(snippets.size(), blocks, "every snippet region must appear in the guide");
+        snippets.putAll(workers);
+        List<Path> docs = new ArrayList<>(List.of(ROOT.resolve("README.md")));
+        try (Stream<Path> files = Files.list(ROOT.resolve("docs"))) {
+            files.filter(f -> f.toString().endsWith(".md")).sorted().forEach(docs::add);
+        }
+        Set<String> shown = new HashSet<>();
+        for (Path doc : docs) {
+            String text = Files.readString(doc);
+            Matcher m = Pattern.compile("<!-- snippet: (\\S+) -->\\s*```java\\n(.*?)```", Pattern.DOTALL).matcher(text);
+            int blocks = 0;
+            while (m.find()) {
+                blocks++;
+                String name = m.group(1);
+                assertTrue(snippets.containsKey(name), doc + ": snippet '" + name + "' has no region in " + SOURCES);
+                assertEquals(snippets.get(name).strip(), m.group(2).strip(), doc + ": snippet '" + name + "'");
+                assertTrue(shown.add(name), "snippet '" + name + "' shown twice");
+            }
+            long javaBlocks = Pattern.compile("```java").matcher(text).results().count();
+            assertEquals(javaBlocks, blocks, doc + ": every ```java block must be a named snippet");
+        }
+        assertEquals(snippets.keySet(), shown, "every snippet region must appear in the docs");
+    }
+
+    @Test
+    void readme() {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        INDArray q = Nd4j.randn(DataType.FLOAT, 1, 8, 32, 16);
+        INDArray k = Nd4j.randn(DataType.FLOAT, 1, 2, 32, 16);
+        INDArray v = Nd4j.randn(DataType.FLOAT, 1, 2, 32, 16);
+        SameDiff sd = SameDiff.create();
+        SDVariable qVar = sd.var("q", q);
+        SDVariable kVar = sd.var("k", k);
+        SDVariable vVar = sd.var("v", v);
+        // snippet: readme-api
+        // ops on [B, H, N, D] arrays; k and v may have fewer heads than q (GQA)
+        FlashAttention flash = FlashAttention.defaults();
+        AttentionOutput out = flash.forward(q, k, v, AttentionMask.causal(), FlashAttention.defaultScale(q.size(3)));
+        LinearAttentionOutput lin = LinearAttention.defaults().forward(q, k, v, Decay.of(0.99), true, null);
+
+        // DL4J layers, in MultiLayerNetwork and ComputationGraph configurations
+        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().seed(42).updater(new Adam(1e-3)).list()
+                .layer(new EmbeddingSequenceLayer.Builder().nIn(256).nOut(128).outputDataFormat(RNNFormat.NCW).build())
+                .layer(new PositionalEmbeddingLayer.Builder().maxLength(4096).width(128).build())
+                .layer(new FlashAttentionLayer.Builder().nIn(128).nOut(128).nHeads(8).nKvHeads(2).causal(true).build())
+                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
+                        .nIn(128).nOut(256).dataFormat(RNNFormat.NCW).build())
+                .build();
+
+        // SameDiff: a function of SDVariables with exact gradients
+        SDVariable o = SDAttention.flash(qVar, kVar, vVar).causal(true).build("attn");
+        // end snippet
+        MultiLayerNetwork net = new MultiLayerNetwork(conf);
+        net.init();
+        net.fit(tokens(2, 32, 256));
+        assertTrue(Double.isFinite(net.score()));
+        assertEquals(q.shapeInfoToString(), out.output().shapeInfoToString());
+        assertEquals(q.shapeInfoToString(), lin.output().shapeInfoToString());
+        assertEquals(out.output(), sd.output(Map.of(), "attn").get("attn"));
+    }
+
+    @Test
+    void sameDiffFunctions() {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        List<InJvmTransport> world = InJvmTransport.group(1, Duration.ofSeconds(30));
+        Transport transport = world.get(0);
+        int workers = 1;
+        int n = 8;
+        long heads = 2;
+        long kvHeads = 1;
+        SameDiff sd = SameDiff.create();
+        SDVariable q = sd.var("q", Nd4j.randn(DataType.DOUBLE, 1, heads, n, 4));
+        SDVariable k = sd.var("k", Nd4j.randn(DataType.DOUBLE, 1, kvHeads, n, 4));
+        SDVariable v = sd.var("v", Nd4j.randn(DataType.DOUBLE, 1, kvHeads, n, 4));
+        SDVariable theta = sd.var("theta", Nd4j.valueArrayOf(new long[] {heads}, 2.0, DataType.DOUBLE));
+        SDVariable qShard = q;
+        SDVariable kShard = k;
+        SDVariable vShard = v;
+        // snippet: samediff-functions
+        SDVariable o = SDAttention.flash(q, k, v).causal(true).build("attn");
+        SDVariable y = SDAttention.linear(q, k, v).causal(true).decay(sd.nn.sigmoid(theta)).build("lin");
+
+        // on every worker: its shards of q, k, v, and an algorithm on its transport
+        SequenceAlgorithm.Settings settings = new SequenceAlgorithm.Settings(workers, n, heads, kvHeads,
+                /* causal */ true, /* window */ 0, SequenceLayout.ZIGZAG, /* team */ 1, /* decay */ 1.0);
+        SDVariable s = SDAttention.sequenceParallel(qShard, kShard, vShard,
+                SequenceAlgorithm.RING.create(transport, settings)).build("ring");
+        // end snippet
+        try {
+            Map<String, INDArray> outs = sd.output(Map.of(), "attn", "lin", "ring");
+            assertTrue(outs.get("attn").equalsWithEps(outs.get("ring"), 1e-12), "one ring worker = flash");
+            assertEquals(heads, outs.get("lin").size(1));
+        } finally {
+            world.forEach(Transport::close);
+        }
+    }
+
+    @Test
+    void blocksThatNeedWorkerProcesses() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        Path checkpointDir = tmp.toPath().resolve("ckpt");
+        List<String> lines = new CopyOnWriteArrayList<>();
+        LaunchResult r = LocalLauncher.builder(DocSnippetWorker.WORKERS, DocSnippetWorker.class.getName())
+                .args(List.of(checkpointDir.toString())).heap("512m").timeout(Duration.ofMinutes(5))
+                .output(lines::add, lines::add).build().run();
+        String all = String.join("\n", lines);
+        assertEquals(0, r.exitCode(), r + "\n" + all);
+        for (int rank = 0; rank < DocSnippetWorker.WORKERS; rank++) {
+            assertTrue(lines.contains("[rank " + rank + "] SNIPPETS OK"), "rank " + rank + ":\n" + all);
+        }
+        Path modelZip = tmp.toPath().resolve("model.zip");
+        // snippet: training-export
+        CheckpointExport.export(checkpointDir, modelZip);                          // the same, from Java
+        MultiLayerNetwork net = MultiLayerNetwork.load(modelZip.toFile(), false);  // or ComputationGraph.load
+        // end snippet
+        MultiLayerNetwork fresh = new MultiLayerNetwork(DocSnippetWorker.conf());
+        fresh.init();
+        assertEquals(fresh.numParams(), net.numParams());
+        assertEquals(DocSnippetWorker.STEPS, net.getIterationCount());
+        assertTrue(!fresh.params().equals(net.params()), "the exported model is the trained one");
     }
 
     @Test
@@ -102,7 +223,8 @@ class GuideSnippetsTest {
         AttentionOutput out = flash.forward(q, k, v, AttentionMask.causal(), scale);   // q [B,H,N,D], k/v [B,Hkv,N,D]
         AttentionGradients g = flash.backward(q, k, v, out.output(), out.lse(), dOut, AttentionMask.causal(), scale);
 
-        LinearAttentionOutput lin = LinearAttention.defaults().forward(q, k, v, Decay.of(0.99), true, null);
+        LinearAttentionOutput lin = LinearAttention.defaults().forward(q, k, v, Decay.of(0.99), /* causal */ true,
+                /* incoming state */ null);
         // end snippet
         assertEquals(q.shapeInfoToString(), g.dq().shapeInfoToString());
         assertEquals(4, lin.output().size(1));
