@@ -1,10 +1,10 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * FlashAttention-2 backward (Dao 2023, algorithm 2) for one key block of one (batch, kv head): the tiles
@@ -14,8 +14,8 @@ import org.nd4j.linalg.factory.Nd4j;
  *   dV_j += P^T dO_i        dP = dO_i V_j^T        dS = P * (dP - Delta_i)
  *   dQ_i += scale dS K_j    dK_j += scale dS^T Q_i
  * </pre>
- * dK_j and dV_j accumulate over every query head of the GQA group and every query block in tile-sized
- * buffers; dQ accumulates into this thread's own dQ array (key blocks of one query block run on
+ * dK_j and dV_j accumulate over every query head of the GQA group and every query block in place (one
+ * thread owns a key block); dQ accumulates into this thread's own dQ array (key blocks of one query block run on
  * different threads), summed by the caller.
  */
 final class BackwardKernel {
@@ -63,12 +63,7 @@ final class BackwardKernel {
         int d = s.headDim();
         int cols = plan.keyCols(kb);
         long kOff = (((long) b * s.kvHeads() + hk) * s.keys() + plan.keyStart(kb)) * d;
-        INDArray kj = Views.matrix(k, kOff, cols, d);
-        INDArray vj = Views.matrix(v, kOff, cols, d);
-        INDArray dkAcc = buffer(0, cols, d);
-        INDArray dvAcc = buffer(1, cols, d);
-        dkAcc.assign(0);
-        dvAcc.assign(0);
+        boolean first = true;
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             for (int qb = 0; qb < plan.queryBlocks; qb++) {
@@ -77,25 +72,28 @@ final class BackwardKernel {
                     continue;
                 }
                 int rows = plan.queryRows(qb);
-                long row0 = ((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb);
-                INDArray qi = Views.matrix(q, row0 * d, rows, d);
-                INDArray doi = Views.matrix(dOut, row0 * d, rows, d);
+                long row = (((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb));
+                long at = row * d;
+                double keep = first ? 0.0 : 1.0;          // the first tile overwrites the accumulators
                 INDArray p = buffer(2, rows, cols);
-                Nd4j.gemm(qi, kj, p, false, true, scale, 0.0);
+                Gemm.mul(q, at, false, k, kOff, true, p, 0, rows, cols, d, scale, 0.0);
                 if (kind == TilePlan.Kind.PARTIAL) {
                     math.mask(p, plan, b, qb, kb);
                 }
-                math.expShifted(p, negLse, row0, rows, cols);
-                Nd4j.gemm(p, doi, dvAcc, true, false, 1.0, 1.0);
+                math.expShifted(p, negLse, row, rows, cols);
+                Gemm.mul(p, 0, true, dOut, at, false, dv, kOff, cols, d, rows, 1.0, keep);
                 INDArray ds = buffer(3, rows, cols);
-                Nd4j.gemm(doi, vj, ds, false, true, 1.0, 0.0);
-                math.shiftedProduct(ds, p, negDelta, row0, rows, cols);
-                Nd4j.gemm(ds, kj, Views.matrix(dq, row0 * d, rows, d), false, false, scale, 1.0);
-                Nd4j.gemm(ds, qi, dkAcc, true, false, scale, 1.0);
+                Gemm.mul(dOut, at, false, v, kOff, true, ds, 0, rows, cols, d, 1.0, 0.0);
+                math.shiftedProduct(ds, p, negDelta, row, rows, cols);
+                Gemm.mul(ds, 0, false, k, kOff, false, dq, at, rows, d, cols, scale, 1.0);
+                Gemm.mul(ds, 0, true, q, at, false, dk, kOff, cols, d, rows, scale, keep);
+                first = false;
             }
         }
-        Views.matrix(dk, kOff, cols, d).assign(dkAcc);
-        Views.matrix(dv, kOff, cols, d).assign(dvAcc);
+        if (first) {                                   // every query block was masked away
+            Views.matrix(dk, kOff, cols, d).assign(0);
+            Views.matrix(dv, kOff, cols, d).assign(0);
+        }
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

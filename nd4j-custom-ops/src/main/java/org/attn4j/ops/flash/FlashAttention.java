@@ -99,8 +99,9 @@ public final class FlashAttention {
         int perHead = plan.queryBlocks;
         WorkerPool.run(threads, s.batch() * s.heads() * perHead,
                 () -> new ForwardKernel(qc, kc, vc, out, lse, s, plan, scale),
+                // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
-                        item % perHead));
+                        perHead - 1 - item % perHead));
         return new AttentionOutput(out, lse);
     }
 

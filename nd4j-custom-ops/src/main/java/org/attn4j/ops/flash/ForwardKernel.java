@@ -1,10 +1,10 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * FlashAttention-2 forward for one query block of one (batch, head): the key blocks stream past with
@@ -48,7 +48,6 @@ final class ForwardKernel {
         int rows = plan.queryRows(qb);
         long qRow0 = ((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb);
         long kRow0 = ((long) b * s.kvHeads() + h / s.group()) * s.keys();
-        INDArray qi = Views.matrix(q, qRow0 * d, rows, d);
         INDArray acc = buffer(0, rows, d);
         boolean first = true;
         double[] m = new double[rows];
@@ -64,10 +63,8 @@ final class ForwardKernel {
             }
             int cols = plan.keyCols(kb);
             long kOff = (kRow0 + plan.keyStart(kb)) * d;
-            INDArray kj = Views.matrix(k, kOff, cols, d);
-            INDArray vj = Views.matrix(v, kOff, cols, d);
             INDArray scores = buffer(1, rows, cols);
-            Nd4j.gemm(qi, kj, scores, false, true, scale, 0.0);
+            Gemm.mul(q, qRow0 * d, false, k, kOff, true, scores, 0, rows, cols, d, scale, 0.0);
             if (kind == TilePlan.Kind.PARTIAL) {
                 math.mask(scores, plan, b, qb, kb);
             }
@@ -79,7 +76,7 @@ final class ForwardKernel {
                 math.scaleRows(acc, alpha, rows, d);
             }
             // The first tile overwrites the accumulator: no zeroing pass.
-            Nd4j.gemm(scores, vj, acc, false, false, 1.0, first ? 0.0 : 1.0);
+            Gemm.mul(scores, 0, false, v, kOff, false, acc, 0, rows, d, cols, 1.0, first ? 0.0 : 1.0);
             first = false;
         }
 

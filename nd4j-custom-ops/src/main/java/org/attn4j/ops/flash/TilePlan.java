@@ -25,6 +25,7 @@ final class TilePlan {
     private final Kind[] positional;          // [qBlocks * kBlocks]
     private final boolean[][] keyValid;        // [B][Nk], null without padding
     private final Kind[] padding;              // [B * kBlocks]: FULL = all real, SKIP = all padded
+    private final boolean[] keysAscend;        // [kBlocks]: positions strictly increase within the block
     final int queryBlocks;
     final int keyBlocks;
     final int queries;
@@ -41,6 +42,14 @@ final class TilePlan {
         this.queryBlocks = (queries + queryBlock - 1) / queryBlock;
         this.keyBlocks = (keys + keyBlock - 1) / keyBlock;
         this.positional = new Kind[queryBlocks * keyBlocks];
+        this.keysAscend = new boolean[keyBlocks];
+        for (int kb = 0; kb < keyBlocks; kb++) {
+            boolean ascend = true;
+            for (int j = kb * keyBlock + 1; j < kb * keyBlock + keyCols(kb); j++) {
+                ascend &= kPos[j] > kPos[j - 1];
+            }
+            keysAscend[kb] = ascend;
+        }
         for (int qb = 0; qb < queryBlocks; qb++) {
             int[] qr = range(qPos, qb * queryBlock, queryRows(qb));
             for (int kb = 0; kb < keyBlocks; kb++) {
@@ -102,6 +111,54 @@ final class TilePlan {
     /** Whether local query {@code i} of sequence {@code b} may see local key {@code j}. */
     boolean allowed(int b, int i, int j) {
         return mask.allows(qPos[i], kPos[j]) && (keyValid == null || keyValid[b][j]);
+    }
+
+    /**
+     * Whether {@link #allowedFrom} and {@link #allowedTo} describe the positional rules of key block {@code kb}:
+     * its key positions strictly increase, so the keys a query may see form one run of columns.
+     */
+    boolean keysAscend(int kb) {
+        return keysAscend[kb];
+    }
+
+    /** The first column of key block {@code kb} that local query {@code i} may see by position (keys ascending). */
+    int allowedFrom(int i, int kb) {
+        long w = mask.window();
+        long least = w > 0 ? (long) qPos[i] - w + 1 : Long.MIN_VALUE;
+        return firstAtLeast(kb, least);
+    }
+
+    /** One past the last column of key block {@code kb} that local query {@code i} may see by position. */
+    int allowedTo(int i, int kb) {
+        long w = mask.window();
+        long most = mask.isCausal() ? qPos[i] : w > 0 ? (long) qPos[i] + w - 1 : Long.MAX_VALUE;
+        return most == Long.MAX_VALUE ? keyCols(kb) : firstAtLeast(kb, most + 1);
+    }
+
+    /** Whether key padding hides some keys of block {@code kb} in sequence {@code b} (not all of them). */
+    boolean partlyPadded(int b, int kb) {
+        return padding != null && padding[b * keyBlocks + kb] == Kind.PARTIAL;
+    }
+
+    /** Whether local key {@code j} of sequence {@code b} is a real token (not padding). */
+    boolean keyValid(int b, int j) {
+        return keyValid == null || keyValid[b][j];
+    }
+
+    /** The first column of key block {@code kb} whose position is at least {@code pos} (ascending positions). */
+    private int firstAtLeast(int kb, long pos) {
+        int lo = 0;
+        int hi = keyCols(kb);
+        int k0 = keyStart(kb);
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (kPos[k0 + mid] < pos) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
     }
 
     /** The additive bias of a partial tile: 0 where the pair is allowed, negative infinity where not. */

@@ -125,12 +125,43 @@ final class VectorTileMath {
             int cols = plan.keyCols(kb);
             int q0 = plan.queryStart(qb);
             int k0 = plan.keyStart(kb);
-            for (int r = 0; r < rows; r++) {
-                for (int c = 0; c < cols; c++) {
-                    if (!plan.allowed(b, q0 + r, k0 + c)) {
-                        bb.putFloat((r * cols + c) * 4, Float.NEGATIVE_INFINITY);
+            if (!plan.keysAscend(kb)) {
+                for (int r = 0; r < rows; r++) {
+                    for (int c = 0; c < cols; c++) {
+                        if (!plan.allowed(b, q0 + r, k0 + c)) {
+                            bb.putFloat((r * cols + c) * 4, Float.NEGATIVE_INFINITY);
+                        }
                     }
                 }
+                return;
+            }
+            // Keys ascend: what a query may see by position is one run of columns; hide what lies outside it.
+            for (int r = 0; r < rows; r++) {
+                int from = plan.allowedFrom(q0 + r, kb);
+                int to = Math.max(from, plan.allowedTo(q0 + r, kb));
+                fill(bb, r * cols, 0, from);
+                fill(bb, r * cols, to, cols);
+            }
+            if (plan.partlyPadded(b, kb)) {
+                for (int c = 0; c < cols; c++) {
+                    if (!plan.keyValid(b, k0 + c)) {
+                        for (int r = 0; r < rows; r++) {
+                            bb.putFloat((r * cols + c) * 4, Float.NEGATIVE_INFINITY);
+                        }
+                    }
+                }
+            }
+        }
+
+        /** Sets elements {@code [from, to)} of the row starting at element {@code row} to negative infinity. */
+        private static void fill(ByteBuffer bb, int row, int from, int to) {
+            FloatVector hidden = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
+            int c = from;
+            for (; c + L <= to; c += L) {
+                hidden.intoByteBuffer(bb, (row + c) * 4, ORDER);
+            }
+            for (; c < to; c++) {
+                bb.putFloat((row + c) * 4, Float.NEGATIVE_INFINITY);
             }
         }
 
