@@ -46,6 +46,8 @@ final class ForwardKernel {
     void run(int b, int h, int qb) {
         int d = s.headDim();
         int rows = plan.queryRows(qb);
+        // Scores in the base of the tile math's powers: s log_base(e), so base^s' = e^s.
+        double unit = math.base() == 2.0 ? 1.0 / Math.log(2.0) : 1.0;
         long qRow0 = ((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb);
         long kRow0 = ((long) b * s.kvHeads() + h / s.group()) * s.keys();
         INDArray acc = buffer(0, rows, d);
@@ -64,7 +66,7 @@ final class ForwardKernel {
             int cols = plan.keyCols(kb);
             long kOff = (kRow0 + plan.keyStart(kb)) * d;
             INDArray scores = buffer(1, rows, cols);
-            Gemm.mul(q, qRow0 * d, false, k, kOff, true, scores, 0, rows, cols, d, scale, 0.0);
+            Gemm.mul(q, qRow0 * d, false, k, kOff, true, scores, 0, rows, cols, d, scale * unit, 0.0);
             if (kind == TilePlan.Kind.PARTIAL) {
                 math.mask(scores, plan, b, qb, kb);
             }
@@ -85,7 +87,7 @@ final class ForwardKernel {
         for (int r = 0; r < rows; r++) {
             // l = 0 only for a row that saw no key: output 0, LSE -inf. NaN stays NaN.
             inv[r] = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
-            rowLse[r] = l[r] == 0.0 ? Double.NEGATIVE_INFINITY : m[r] + Math.log(l[r]);
+            rowLse[r] = l[r] == 0.0 ? Double.NEGATIVE_INFINITY : m[r] / unit + Math.log(l[r]);
         }
         if (first) {
             acc.assign(0);                              // every key block was masked away

@@ -15,14 +15,22 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 interface TileMath {
 
     /**
-     * One online-softmax step (FlashAttention-2 algorithm 1, lines 8-10): with the tile's row maxima
-     * {@code t}, sets {@code m = max(m, t)}, {@code alpha = exp(m_old - m)}, overwrites the tile with
-     * {@code exp(s - m)} and returns its row sums in {@code rowSum}. Rows that have seen no key yet keep
-     * {@code m = -inf} and produce zeros, not NaN.
+     * One online-softmax step (FlashAttention-2 algorithm 1, lines 8-10) in the base of {@link #base()}: sets
+     * the row shift {@code m} (at least the row maximum minus a small margin, see the implementation),
+     * {@code alpha = base^(m_old - m)}, overwrites the tile with {@code base^(s - m)} and returns its row sums
+     * in {@code rowSum}. Rows that have seen no key yet keep {@code m = -inf} and produce zeros, not NaN.
      *
      * @return whether any {@code alpha != 1} (the accumulator needs rescaling)
      */
     boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha, double[] rowSum);
+
+    /**
+     * The base of {@link #softmaxStep}'s powers, e or 2: the forward pass gives it scores multiplied by
+     * {@code 1 / ln(base)} ({@code log2(e)} for base 2), so that {@code base^s'} is {@code e^s}.
+     */
+    default double base() {
+        return Math.E;
+    }
 
     /** {@code p[r][c] = exp(p[r][c] + shift[r])}, {@code shift[r]} the element {@code at + r} of {@code shifts}. */
     void expShifted(INDArray p, INDArray shifts, long at, int rows, int cols);

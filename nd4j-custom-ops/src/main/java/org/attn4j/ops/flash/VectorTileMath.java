@@ -39,6 +39,30 @@ final class VectorTileMath {
         private static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
         private static final int L = S.length();
 
+        /** How far (base 2) a score may exceed the row's shift before the shift moves: values up to 2^8. */
+        private static final float LAZY = 8f;
+        private static final FloatVector MAGIC = FloatVector.broadcast(S, 12582912f);   // 1.5 * 2^23
+        // 2^f on [-0.5, 0.5]: degree-6 polynomial, relative error below 1e-7 (float32 rounding is 6e-8).
+        private static final FloatVector C0 = FloatVector.broadcast(S, 1.535336188319500e-4f);
+        private static final FloatVector C1 = FloatVector.broadcast(S, 1.339887440266574e-3f);
+        private static final FloatVector C2 = FloatVector.broadcast(S, 9.618437357674640e-3f);
+        private static final FloatVector C3 = FloatVector.broadcast(S, 5.550332471162809e-2f);
+        private static final FloatVector C4 = FloatVector.broadcast(S, 2.402264791363012e-1f);
+        private static final FloatVector C5 = FloatVector.broadcast(S, 6.931472028550421e-1f);
+        private static final FloatVector ONE = FloatVector.broadcast(S, 1f);
+
+        @Override
+        public double base() {
+            return 2.0;
+        }
+
+        /**
+         * Base 2, one pass per row while it can: the row keeps its shift (the running maximum) as long as no
+         * score exceeds it by more than {@link #LAZY}, so most tiles are read once, not twice (a pass for the
+         * maximum, then one for the powers). Softmax does not depend on the shift; it only has to keep the
+         * powers finite, which values up to 2^8 are. When a score does exceed it, the rest of the row gives the
+         * new maximum and what was already written is rescaled to it.
+         */
         @Override
         public boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha,
                                    double[] rowSum) {
@@ -47,36 +71,114 @@ final class VectorTileMath {
             boolean rescale = false;
             for (int r = 0; r < rows; r++) {
                 int base = r * cols * 4;
-                FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
-                for (int c = 0; c < full; c += L) {
-                    vmax = vmax.max(FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER));
-                }
-                float tileMax = vmax.reduceLanes(VectorOperators.MAX);
-                for (int c = full; c < cols; c++) {
-                    tileMax = Math.max(tileMax, bb.getFloat(base + c * 4));
-                }
-                double mNew = Math.max(m[r], tileMax);
-                alpha[r] = m[r] == mNew ? 1.0 : Math.exp(m[r] - mNew);
-                rescale |= alpha[r] != 1.0;
-                m[r] = mNew;
-                // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf) gives 0, not NaN.
-                float shift = mNew == Double.NEGATIVE_INFINITY ? 0f : (float) -mNew;
+                double mOld = m[r];
                 FloatVector vsum = FloatVector.zero(S);
-                for (int c = 0; c < full; c += L) {
-                    FloatVector x = FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER)
-                            .add(shift).lanewise(VectorOperators.EXP);
-                    x.intoByteBuffer(bb, base + c * 4, ORDER);
-                    vsum = vsum.add(x);
+                int c = 0;
+                if (mOld != Double.NEGATIVE_INFINITY) {
+                    float shift = (float) mOld;
+                    float limit = shift + LAZY;
+                    for (; c < full; c += L) {
+                        FloatVector x = FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER);
+                        if (x.compare(VectorOperators.GT, limit).anyTrue()) {
+                            break;
+                        }
+                        FloatVector p = exp2(x.sub(shift));
+                        p.intoByteBuffer(bb, base + c * 4, ORDER);
+                        vsum = vsum.add(p);
+                    }
+                    if (c == full) {
+                        double sum = vsum.reduceLanes(VectorOperators.ADD);
+                        int t = full;
+                        for (; t < cols && bb.getFloat(base + t * 4) <= limit; t++) {
+                            float p = (float) Math.pow(2, bb.getFloat(base + t * 4) - shift);
+                            bb.putFloat(base + t * 4, p);
+                            sum += p;
+                        }
+                        if (t == cols) {
+                            alpha[r] = 1.0;
+                            rowSum[r] = sum;
+                            continue;
+                        }
+                        rowSum[r] = restOfRow(bb, base, t, cols, r, m, alpha, (float) sum);
+                        rescale |= alpha[r] != 1.0;
+                        continue;
+                    }
                 }
-                double sum = vsum.reduceLanes(VectorOperators.ADD);
-                for (int c = full; c < cols; c++) {
-                    float x = (float) Math.exp(bb.getFloat(base + c * 4) + shift);
-                    bb.putFloat(base + c * 4, x);
-                    sum += x;
-                }
-                rowSum[r] = sum;
+                rowSum[r] = restOfRow(bb, base, c, cols, r, m, alpha, vsum.reduceLanes(VectorOperators.ADD));
+                rescale |= alpha[r] != 1.0;
             }
             return rescale;
+        }
+
+        /**
+         * Finishes row {@code r} from column {@code from} with a new shift, the larger of the old one and the
+         * maximum of the scores still unwritten; columns before {@code from} hold powers of the old shift (their
+         * sum {@code written}) and are rescaled to the new one. Sets {@code m[r]}, {@code alpha[r]}, returns the
+         * row's sum.
+         */
+        private static double restOfRow(ByteBuffer bb, int base, int from, int cols, int r, double[] m,
+                                        double[] alpha, float written) {
+            int full = cols - cols % L;
+            int c = from;
+            FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
+            for (; c + L <= full; c += L) {
+                vmax = vmax.max(FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER));
+            }
+            float restMax = vmax.reduceLanes(VectorOperators.MAX);
+            for (; c < cols; c++) {
+                restMax = Math.max(restMax, bb.getFloat(base + c * 4));
+            }
+            double mOld = m[r];
+            double mNew = Math.max(mOld, restMax);
+            alpha[r] = mOld == mNew ? 1.0 : Math.pow(2, mOld - mNew);
+            m[r] = mNew;
+            // A row that has seen no key yet keeps m = -inf: shift by 0 so 2^-inf gives 0, not NaN.
+            float shift = mNew == Double.NEGATIVE_INFINITY ? 0f : (float) mNew;
+            double sum = 0;
+            if (from > 0) {
+                float factor = (float) alpha[r];
+                scaleRow(bb, base, from, factor);
+                sum = written * (double) factor;
+            }
+            FloatVector vsum = FloatVector.zero(S);
+            c = from;
+            for (; c + L <= cols; c += L) {
+                FloatVector p = exp2(FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).sub(shift));
+                p.intoByteBuffer(bb, base + c * 4, ORDER);
+                vsum = vsum.add(p);
+            }
+            sum += vsum.reduceLanes(VectorOperators.ADD);
+            for (; c < cols; c++) {
+                float p = (float) Math.pow(2, bb.getFloat(base + c * 4) - shift);
+                bb.putFloat(base + c * 4, p);
+                sum += p;
+            }
+            return sum;
+        }
+
+        /** Multiplies the first {@code n} elements of the row starting at byte {@code base} by {@code f}. */
+        private static void scaleRow(ByteBuffer bb, int base, int n, float f) {
+            int c = 0;
+            for (; c + L <= n; c += L) {
+                FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).mul(f).intoByteBuffer(bb, base + c * 4, ORDER);
+            }
+            for (; c < n; c++) {
+                bb.putFloat(base + c * 4, bb.getFloat(base + c * 4) * f);
+            }
+        }
+
+        /**
+         * {@code 2^x} for float lanes: {@code x = n + f} with n the nearest integer, a polynomial for {@code 2^f}
+         * and n put in the exponent. Below -127 it gives 0 (so -inf gives 0); NaN stays NaN.
+         */
+        private static FloatVector exp2(FloatVector x) {
+            FloatVector clamped = x.max(-127f);
+            FloatVector t = clamped.add(MAGIC);                       // n + 1.5 * 2^23: n in the low bits
+            FloatVector f = clamped.sub(t.sub(MAGIC));
+            FloatVector p = C0.fma(f, C1).fma(f, C2).fma(f, C3).fma(f, C4).fma(f, C5).fma(f, ONE);
+            FloatVector twoToN = t.reinterpretAsInts().sub(0x4B400000 - 127).lanewise(VectorOperators.LSHL, 23)
+                    .reinterpretAsFloats();
+            return p.mul(twoToN);
         }
 
         @Override

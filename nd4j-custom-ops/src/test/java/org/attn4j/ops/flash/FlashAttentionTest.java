@@ -65,6 +65,26 @@ class FlashAttentionTest {
     }
 
     @Test
+    void keepsItsShiftOrMovesItWhenLaterKeysScoreFarHigherOrLower() {
+        // Key j scaled by 1 + j/8 (then the reverse): within a row, scores of later tiles exceed the running
+        // maximum by far more than the float32 path lets a shift lag (2^8), in the middle of tiles too, so the
+        // rows rescale what they already wrote; the reverse order never moves the shift after the first tile.
+        int n = 203;
+        INDArray ramp = Nd4j.arange(n).castTo(DataType.FLOAT).divi(8).addi(1).reshape(1, 1, n, 1);
+        for (boolean rising : new boolean[] {true, false}) {
+            INDArray scaleOfKey = rising ? ramp : Nd4j.reverse(ramp.reshape(n)).reshape(1, 1, n, 1);
+            INDArray q = randn(31, DataType.FLOAT, 1, 2, n, 16).muli(3);
+            INDArray k = randn(32, DataType.FLOAT, 1, 2, n, 16).muli(scaleOfKey);
+            INDArray v = randn(33, DataType.FLOAT, 1, 2, n, 16);
+            INDArray g = randn(34, DataType.FLOAT, 1, 2, n, 16);
+            for (AttentionMask mask : new AttentionMask[] {AttentionMask.none(), AttentionMask.causal()}) {
+                checkAgainstReference(q, k, v, g, mask, 1e-5, SMALL_TILES, (rising ? "rising" : "falling")
+                        + " key scale, " + mask);
+            }
+        }
+    }
+
+    @Test
     void matchesReferenceWithDefaultTilesAndKeyPadding() {
         long seed = 42;
         int n = 203;
@@ -242,11 +262,16 @@ class FlashAttentionTest {
         INDArray k = randn(seed + 1, type, b, hkv, nk, d);
         INDArray v = randn(seed + 2, type, b, hkv, nk, d);
         INDArray g = randn(seed + 3, type, b, h, nq, d);
-        double scale = FlashAttention.defaultScale(d);
+        checkAgainstReference(q, k, v, g, mask, tol, op, "seed " + seed + ", " + type + ", " + mask + ", " + op);
+    }
+
+    static void checkAgainstReference(INDArray q, INDArray k, INDArray v, INDArray g, AttentionMask mask, double tol,
+                                      FlashAttention op, String ctx) {
+        DataType type = q.dataType();
+        double scale = FlashAttention.defaultScale(q.size(3));
         ReferenceAttention ref = new ReferenceAttention(q, k, v, g, mask, scale);
         AttentionOutput out = op.forward(q, k, v, mask, scale);
         AttentionGradients grad = op.backward(q, k, v, out.output(), out.lse(), g, mask, scale);
-        String ctx = "seed " + seed + ", " + type + ", " + mask + ", " + op;
         assertEquals(type, out.output().dataType());
         assertEquals(type, grad.dk().dataType());
         assertClose("O", out.output(), ReferenceAttention.toNd(ref.o), tol, ctx);
