@@ -56,4 +56,49 @@ class AttentionBenchCommandTest {
         assertTrue(section.contains("bench-attention.png"), section);
         BenchMarkdown.assertMethodInOneParagraph(section, "Attention: attn4j vs ND4J's stock op");
     }
+
+    @Test
+    void heads_batch_andAFakeLibtorchAnchorGoIntoTheirOwnSectionWithRatios() throws IOException {
+        // A stand-in for the anchor: prints its CSV for the N it is asked, as the real run.sh does.
+        Path anchor = Files.createDirectories(tmp.resolve("anchor"));
+        Files.writeString(anchor.resolve("run.sh"), "#!/usr/bin/env bash\n"
+                + "n=$(printf '%s\\n' \"$@\" | sed -n 's/^-Dns=//p')\n"
+                + "h=$(printf '%s\\n' \"$@\" | sed -n 's/^-Dheads=//p')\n"
+                + "echo 'building' >&2\n"
+                + "echo impl,threads,N,causal,fwd_ms,fwdbwd_ms\n"
+                + "echo libtorch-2.7.1-sdpa-H$h,2,$n,false,1000.00,3000.00\n"
+                + "echo libtorch-2.7.1-sdpa-H$h,2,$n,true,0.01,0.02\n");
+        CliRun run = CliRun.of("bench", "attention", "--min-n", "64", "--max-n", "128", "--heads", "2",
+                "--stock-max-n", "64", "--repeats", "1", "--repeat-max-n", "64", "--gemm-size", "64",
+                "--compare-libtorch", anchor.toString(), "--out", tmp.toString());
+        assertEquals(0, run.exitCode(), run.err() + run.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("bench-attention-b1-h2.csv"));
+        String all = String.join("\n", csv);
+        assertTrue(csv.contains("128,libtorch,false,fwd+bwd,ok,3000.000,3,,"), all);
+        assertTrue(csv.contains("64,libtorch,true,fwd,ok,0.010,3,,"), all);
+        String md = Files.readString(tmp.resolve("benchmarks.md"));
+        String title = "Attention: attn4j vs ND4J's stock op and PyTorch's fused kernel (B = 1, H = 2)";
+        BenchMarkdown.assertMethodInOneParagraph(md, title);
+        assertTrue(md.contains("<!-- bench:attention-b1-h2:start -->") && md.contains("attn4j / libtorch fwd+bwd"), md);
+        // attn4j beats 1000 ms at N = 128 and loses to 0.01 ms: full rows faster, causal rows slower.
+        assertTrue(md.contains("- Against libtorch: attn4j faster in 4 of the 8 configurations where both ran."), md);
+
+        CliRun batch = CliRun.of("bench", "attention", "--batch", "2", "--compare-libtorch", anchor.toString(),
+                "--out", tmp.toString());
+        assertEquals(1, batch.exitCode());
+        assertEquals("bench attention: --compare-libtorch times B = 1 only (the anchor's shapes), got --batch 2",
+                batch.err().strip());
+    }
+
+    @Test
+    void batchOfTwoRunsEveryImplementation() throws IOException {
+        CliRun run = CliRun.of("bench", "attention", "--min-n", "64", "--max-n", "64", "--batch", "2", "--heads", "3",
+                "--repeats", "1", "--repeat-max-n", "64", "--gemm-size", "64", "--out", tmp.toString());
+        assertEquals(0, run.exitCode(), run.err() + run.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("bench-attention-b2-h3.csv"));
+        String all = String.join("\n", csv);
+        for (String impl : new String[] {"attn4j", "nd4j-stock"}) {
+            assertTrue(csv.stream().anyMatch(l -> l.startsWith("64," + impl + ",false,fwd+bwd,ok,")), all);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 package org.attn4j.samples.bench;
 
 import java.io.PrintWriter;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
@@ -23,7 +24,8 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * Times attn4j's {@link FlashAttention} against ND4J's stock {@code DotProductAttention} op and the gemm
- * floor, for B = 1, one head, float32, over a doubling range of sequence lengths.
+ * floor (and, when asked, PyTorch's fused CPU kernel through {@link LibtorchAnchor}), for float32 inputs of B
+ * sequences of H heads, over a doubling range of sequence lengths.
  *
  * <p>Each configuration is timed as the median of {@code repeats} runs after one untimed warm-up up to
  * {@code repeatMaxN}, and as a single run beyond, where a run takes seconds and the first one is already
@@ -62,9 +64,12 @@ final class AttentionBench {
      * @param repeats      timed runs per configuration up to {@code repeatMaxN}
      * @param repeatMaxN   above this N one timed run, no warm-up
      * @param gemmSize     size of the products that measure the gemm rate
+     * @param batch        B
+     * @param heads        H (keys and values have as many)
+     * @param libtorch     the directory of the libtorch anchor to run beside attn4j at every N, or null
      */
     record Settings(int minN, int maxN, int headDim, int backwardMaxN, int stockMaxN, int repeats,
-                    int repeatMaxN, int gemmSize) {
+                    int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch) {
         List<Integer> lengths() {
             List<Integer> ns = new ArrayList<>();
             for (long n = minN; n <= maxN; n *= 2) {
@@ -85,6 +90,10 @@ final class AttentionBench {
         List<BenchResult> rows = new ArrayList<>();
         for (int n : settings.lengths()) {
             oursAt(n, rows);
+            if (settings.libtorch() != null) {
+                rows.addAll(new LibtorchAnchor(settings.libtorch(), log).run(n, settings.heads(),
+                        n > settings.backwardMaxN()));
+            }
             rows.add(logged(stock(n, Pass.FORWARD)));
             rows.add(logged(stock(n, Pass.FORWARD_BACKWARD)));
             for (boolean causal : new boolean[] {false, true}) {
@@ -97,7 +106,7 @@ final class AttentionBench {
     }
 
     private void oursAt(int n, List<BenchResult> rows) {
-        Inputs in = Inputs.random(n, settings.headDim());
+        Inputs in = Inputs.random(n, settings);
         for (boolean causal : new boolean[] {false, true}) {
             rows.add(logged(ours(in, causal, Pass.FORWARD)));
             rows.add(logged(ours(in, causal, Pass.FORWARD_BACKWARD)));
@@ -107,7 +116,7 @@ final class AttentionBench {
 
     /** Everything once at the smallest N, so JIT, native libraries and thread pools are warm. */
     private void warmUp() {
-        Inputs in = Inputs.random(settings.minN(), settings.headDim());
+        Inputs in = Inputs.random(settings.minN(), settings);
         for (boolean causal : new boolean[] {false, true}) {
             try {
                 oursOnce(in, causal, Pass.FORWARD_BACKWARD);
@@ -116,7 +125,7 @@ final class AttentionBench {
             }
         }
         close(in.q, in.k, in.v, in.dO);
-        StockInputs s = StockInputs.random(settings.minN(), settings.headDim());
+        StockInputs s = StockInputs.random(settings.minN(), settings);
         try {
             stockOnce(s, Pass.FORWARD_BACKWARD);
         } catch (RuntimeException e) {
@@ -150,7 +159,7 @@ final class AttentionBench {
                     "skipped: forward only beyond N = " + settings.backwardMaxN());
         }
         int matrices = pass == Pass.FORWARD ? STOCK_FORWARD_MATRICES : STOCK_BACKWARD_MATRICES;
-        double scoreBytes = SCORE_BYTES_PER_ENTRY * n * (double) n * matrices;
+        double scoreBytes = SCORE_BYTES_PER_ENTRY * n * (double) n * matrices * settings.batch() * settings.heads();
         String needs = "needs ~" + bytes(scoreBytes) + " for "
                 + (matrices == 1 ? "the N x N score matrix" : matrices + " N x N score matrices");
         if (n > settings.stockMaxN()) {
@@ -167,7 +176,7 @@ final class AttentionBench {
             return BenchResult.notRun(n, Impl.STOCK, false, pass, Status.SKIPPED,
                     "skipped: " + stockFailures.get(pass));
         }
-        StockInputs in = StockInputs.random(n, settings.headDim());
+        StockInputs in = StockInputs.random(n, settings);
         BenchResult r = timed(n, Impl.STOCK, false, pass, () -> stockOnce(in, pass));
         close(in.q, in.k, in.v, in.dO);
         if (r.status() == Status.FAILED) {
@@ -215,7 +224,8 @@ final class AttentionBench {
      * 3.5 times that; a causal mask needs half the products.
      */
     private BenchResult floor(int n, boolean causal, Pass pass, GemmRate gemm) {
-        double forwardMs = 4.0 * n * (double) n * settings.headDim() / gemm.best() * 1e3;
+        double forwardMs = 4.0 * n * (double) n * settings.headDim() * settings.batch() * settings.heads()
+                / gemm.best() * 1e3;
         double ms = forwardMs * (pass == Pass.FORWARD_BACKWARD ? 3.5 : 1.0) * (causal ? 0.5 : 1.0);
         return new BenchResult(n, Impl.FLOOR, causal, pass, Status.OK, ms, 0, -1, "");
     }
@@ -277,21 +287,24 @@ final class AttentionBench {
         }
     }
 
-    /** Seeded float32 inputs in attn4j's layout [1, 1, N, D]. */
+    /** Seeded float32 inputs in attn4j's layout [B, H, N, D]. */
     private record Inputs(int n, INDArray q, INDArray k, INDArray v, INDArray dO) {
-        static Inputs random(int n, int d) {
+        static Inputs random(int n, Settings s) {
             Nd4j.getRandom().setSeed(SEED + n);
-            return new Inputs(n, Nd4j.randn(DataType.FLOAT, 1, 1, n, d), Nd4j.randn(DataType.FLOAT, 1, 1, n, d),
-                    Nd4j.randn(DataType.FLOAT, 1, 1, n, d), Nd4j.randn(DataType.FLOAT, 1, 1, n, d));
+            long[] shape = {s.batch(), s.heads(), n, s.headDim()};
+            return new Inputs(n, Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape),
+                    Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape));
         }
     }
 
-    /** Seeded float32 inputs in the stock op's layout [1, D, N]. */
+    /** Seeded float32 inputs in the stock op's layout, [B, D, N] for one head, [B, H, D, N] for several. */
     private record StockInputs(INDArray q, INDArray k, INDArray v, INDArray dO) {
-        static StockInputs random(int n, int d) {
+        static StockInputs random(int n, Settings s) {
             Nd4j.getRandom().setSeed(SEED + n);
-            return new StockInputs(Nd4j.randn(DataType.FLOAT, 1, d, n), Nd4j.randn(DataType.FLOAT, 1, d, n),
-                    Nd4j.randn(DataType.FLOAT, 1, d, n), Nd4j.randn(DataType.FLOAT, 1, d, n));
+            long[] shape = s.heads() == 1 ? new long[] {s.batch(), s.headDim(), n}
+                    : new long[] {s.batch(), s.heads(), s.headDim(), n};
+            return new StockInputs(Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape),
+                    Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape));
         }
     }
 }

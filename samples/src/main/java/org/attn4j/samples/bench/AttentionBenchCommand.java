@@ -24,8 +24,9 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "attention", mixinStandardHelpOptions = true,
         description = {"Time attn4j flash attention, ND4J's stock DotProductAttention and the gemm floor "
-                + "against N (B=1, one head, float32).",
-            "Writes OUT/bench-attention.csv, OUT/bench-attention.png and a section of OUT/benchmarks.md."})
+                + "against N (float32), and PyTorch's fused CPU kernel beside them with --compare-libtorch.",
+            "Writes OUT/bench-attention.csv, OUT/bench-attention.png and a section of OUT/benchmarks.md "
+                + "(other shapes than B = H = 1 in files and a section of their own, e.g. bench-attention-b1-h8)."})
 public final class AttentionBenchCommand implements Callable<Integer> {
 
     @Option(names = "--max-n", paramLabel = "N", defaultValue = "131072",
@@ -58,6 +59,20 @@ public final class AttentionBenchCommand implements Callable<Integer> {
             description = "Above this N one timed run without warm-up (default: ${DEFAULT-VALUE}).")
     int repeatMaxN;
 
+    @Option(names = "--batch", paramLabel = "B", defaultValue = "1",
+            description = "Sequences per call, B (default: ${DEFAULT-VALUE}).")
+    int batch;
+
+    @Option(names = "--heads", paramLabel = "H", defaultValue = "1",
+            description = "Heads per sequence, H, for queries, keys and values (default: ${DEFAULT-VALUE}).")
+    int heads;
+
+    @Option(names = "--compare-libtorch", paramLabel = "DIR",
+            description = {"Also time PyTorch's scaled_dot_product_attention at every N, right after attn4j, by "
+                    + "running DIR/run.sh (the libtorch anchor, a separate program printing "
+                    + "impl,threads,N,causal,fwd_ms,fwdbwd_ms lines; not part of attn4j); B = 1 only."})
+    Path libtorch;
+
     @Option(names = "--gemm-size", paramLabel = "S", defaultValue = "1024",
             description = "S for the S^3 float32 gemms that measure the floor's rate (default: ${DEFAULT-VALUE}).")
     int gemmSize;
@@ -76,30 +91,32 @@ public final class AttentionBenchCommand implements Callable<Integer> {
         PrintWriter log = spec.commandLine().getOut();
         Files.createDirectories(out);
         MachineInfo machine = MachineInfo.current();
-        log.printf(Locale.ROOT, "bench attention: N %d..%d, D %d, %d cores, OMP_NUM_THREADS=%s%n", minN, maxN,
-                headDim, machine.cores(), machine.ompNumThreads());
+        log.printf(Locale.ROOT, "bench attention: N %d..%d, B %d, H %d, D %d, %d cores, OMP_NUM_THREADS=%s%n", minN,
+                maxN, batch, heads, headDim, machine.cores(), machine.ompNumThreads());
         GemmRate gemm = GemmRate.measure(gemmSize);
         log.printf(Locale.ROOT, "gemm float32 %d^3: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads%n",
                 gemmSize, gemm.oneThread() / 1e9, gemm.allThreads() / 1e9, gemm.threads());
         log.flush();
 
         AttentionBench.Settings settings = new AttentionBench.Settings(minN, maxN, headDim, BACKWARD_MAX_N,
-                stockMaxN, repeats, repeatMaxN, gemmSize);
+                stockMaxN, repeats, repeatMaxN, gemmSize, batch, heads,
+                libtorch == null ? null : libtorch.toAbsolutePath());
         List<BenchResult> rows = new AttentionBench(settings, log).run(gemm);
 
-        AttentionBenchReport.writeCsv(out.resolve(AttentionBenchReport.CSV), rows);
-        AttentionBenchReport.writeChart(out.resolve(AttentionBenchReport.PNG), rows, headDim);
+        Path csv = out.resolve(AttentionBenchReport.csv(settings));
+        Path png = out.resolve(AttentionBenchReport.png(settings));
+        String name = AttentionBenchReport.section(settings);
+        AttentionBenchReport.writeCsv(csv, rows);
+        AttentionBenchReport.writeChart(png, rows, settings);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
         String section = AttentionBenchReport.markdown(rows, settings, gemm, machine, command.strip(),
                 PeakMemory.measure());
         try {
-            MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), AttentionBenchReport.SECTION,
-                    section);
+            MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), name, section);
         } catch (IllegalStateException e) {
             throw new UserInputException(e.getMessage(), e);
         }
-        log.printf("wrote %s, %s and the '%s' section of %s%n", out.resolve(AttentionBenchReport.CSV),
-                out.resolve(AttentionBenchReport.PNG), AttentionBenchReport.SECTION,
+        log.printf("wrote %s, %s and the '%s' section of %s%n", csv, png, name,
                 out.resolve(AttentionBenchReport.MARKDOWN));
         log.flush();
         return 0;
@@ -117,6 +134,20 @@ public final class AttentionBenchCommand implements Callable<Integer> {
         }
         if (repeats < 1) {
             throw new UserInputException("--repeats must be >= 1, got " + repeats);
+        }
+        if (batch < 1) {
+            throw new UserInputException("--batch must be >= 1, got " + batch);
+        }
+        if (heads < 1) {
+            throw new UserInputException("--heads must be >= 1, got " + heads);
+        }
+        if (libtorch != null && !Files.isRegularFile(LibtorchAnchor.script(libtorch))) {
+            throw new UserInputException("--compare-libtorch expects a directory holding run.sh (the libtorch "
+                    + "anchor), got " + libtorch);
+        }
+        if (libtorch != null && batch != 1) {
+            throw new UserInputException("--compare-libtorch times B = 1 only (the anchor's shapes), got --batch "
+                    + batch);
         }
         if (gemmSize < 1) {
             throw new UserInputException("--gemm-size must be >= 1, got " + gemmSize);

@@ -32,6 +32,28 @@ final class AttentionBenchReport {
     static final String MARKDOWN = "benchmarks.md";
     static final String SECTION = "attention";
 
+    /** "" for B = H = 1, else "-b1-h8": runs of other shapes keep their own files and section. */
+    static String suffix(AttentionBench.Settings s) {
+        return s.batch() == 1 && s.heads() == 1 ? "" : "-b" + s.batch() + "-h" + s.heads();
+    }
+
+    static String csv(AttentionBench.Settings s) {
+        return "bench-attention" + suffix(s) + ".csv";
+    }
+
+    static String png(AttentionBench.Settings s) {
+        return "bench-attention" + suffix(s) + ".png";
+    }
+
+    static String section(AttentionBench.Settings s) {
+        return SECTION + suffix(s);
+    }
+
+    /** "B = 1, one head" or "B = 1, H = 8". */
+    private static String shape(AttentionBench.Settings s) {
+        return "B = " + s.batch() + ", " + (s.heads() == 1 ? "one head" : "H = " + s.heads());
+    }
+
     private static final String CSV_HEADER =
             "n,impl,causal,pass,status,median_ms,repeats,peak_increase_bytes,note";
     private static final int NOTE_MAX = 90;
@@ -54,9 +76,9 @@ final class AttentionBenchReport {
     }
 
     /** Log-log chart of time against N: attn4j full and causal, the stock op, and the floor. */
-    static void writeChart(Path file, List<BenchResult> rows, int headDim) throws IOException {
+    static void writeChart(Path file, List<BenchResult> rows, AttentionBench.Settings s) throws IOException {
         XYChart chart = new XYChartBuilder().width(1000).height(650)
-                .title("Attention time vs sequence length (B=1, one head, D=" + headDim + ", float32)")
+                .title("Attention time vs sequence length (" + shape(s) + ", D = " + s.headDim() + ", float32)")
                 .xAxisTitle("sequence length N (log scale)").yAxisTitle("time (ms)").build();
         // x is log2(N) on a linear axis, labelled with N: XChart's own log x axis places non-decade ticks
         // (2K, 4K, ...) linearly, i.e. in the wrong spots; on log2 every power of two gets an exact tick.
@@ -74,6 +96,12 @@ final class AttentionBenchReport {
         addSeries(chart, rows, Impl.STOCK, false, Pass.FORWARD, "ND4J stock fwd", new Color(0xd62728), false);
         addSeries(chart, rows, Impl.STOCK, false, Pass.FORWARD_BACKWARD, "ND4J stock fwd+bwd", new Color(0x67000d),
                 false);
+        addSeries(chart, rows, Impl.LIBTORCH, false, Pass.FORWARD, "libtorch fwd", new Color(0xff7f0e), false);
+        addSeries(chart, rows, Impl.LIBTORCH, false, Pass.FORWARD_BACKWARD, "libtorch fwd+bwd", new Color(0x7f2704),
+                false);
+        addSeries(chart, rows, Impl.LIBTORCH, true, Pass.FORWARD, "libtorch fwd causal", new Color(0xe377c2), false);
+        addSeries(chart, rows, Impl.LIBTORCH, true, Pass.FORWARD_BACKWARD, "libtorch fwd+bwd causal",
+                new Color(0x7a0177), false);
         addSeries(chart, rows, Impl.FLOOR, false, Pass.FORWARD, "floor fwd (gemm rate)", new Color(0x8c8c8c), true);
         addSeries(chart, rows, Impl.FLOOR, false, Pass.FORWARD_BACKWARD, "floor fwd+bwd", new Color(0x404040), true);
         String path = file.toString();
@@ -125,29 +153,45 @@ final class AttentionBenchReport {
      */
     static String markdown(List<BenchResult> rows, AttentionBench.Settings s, GemmRate gemm, MachineInfo m,
                            String command, String memoryMeasure) {
-        StringBuilder b = new StringBuilder(MarkdownSection.opening("Attention: attn4j vs ND4J's stock op", command,
-                m, String.format(Locale.ROOT, "Every configuration is B = 1, one head, D = %d, float32, scale "
+        boolean torch = rows.stream().anyMatch(r -> r.impl() == Impl.LIBTORCH);
+        String title = "Attention: attn4j vs ND4J's stock op" + (torch ? " and PyTorch's fused kernel" : "")
+                + (suffix(s).isEmpty() ? "" : " (" + shape(s) + ")");
+        StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
+                m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, float32, scale "
                         + "1/sqrt(D); its time is the median of %d runs after a warm-up up to N = %d and a single run "
                         + "beyond, forward only above N = %d. Peak is how far the process's resident memory rose "
                         + "during a configuration's runs above its level with the inputs already allocated; it counts "
                         + "outputs, gradients and working memory (so rises of a few MB are noise) and is measured as "
                         + "the %s. The floor is "
-                        + "4·N²·D flops (QKᵀ and PV) at the float32 gemm rate ND4J reached in the same run, "
+                        + "4·N²·D flops (QKᵀ and PV) per head at the float32 gemm rate ND4J reached in the same run, "
                         + "%.0f GFLOP/s (the better of one %d³ gemm per core in parallel and one on one thread), "
                         + "3.5 times that for forward+backward and half of it for causal. Stock is ND4J's "
                         + "`DotProductAttention` and `dot_product_attention_bp` with ND4J's native threads at the "
                         + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
-                        + "its default threading (docs/threading.md).", s.headDim(), s.repeats(), s.repeatMaxN(),
-                        s.backwardMaxN(), memoryMeasure, gemm.best() / 1e9, gemm.size())));
-        b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | stock fwd | "
-                + "stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
-        b.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(), s.repeats(),
+                        s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, gemm.best() / 1e9, gemm.size(),
+                        torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
+                        + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "
+                        + "attn4j) in its own process right after attn4j's runs at each N, on as many threads as "
+                        + "cores: the median of " + 3 + " runs after a warm-up." : "")));
+        b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | ")
+                .append(torch ? "libtorch fwd | libtorch fwd+bwd | attn4j / libtorch fwd | attn4j / libtorch "
+                        + "fwd+bwd | " : "")
+                .append("stock fwd | stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
+        b.append("|---:|---|---:|---:|---:|").append(torch ? "---:|---:|---:|---:|" : "")
+                .append("---:|---:|---:|---:|---:|\n");
         for (int n : s.lengths()) {
             for (boolean causal : new boolean[] {false, true}) {
                 b.append("| ").append(n).append(" | ").append(causal ? "causal" : "none").append(" | ")
                         .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD))).append(" | ")
                         .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD))).append(" | ")
                         .append(peaks(rows, n, Impl.ATTN4J, causal)).append(" | ");
+                if (torch) {
+                    b.append(time(find(rows, n, Impl.LIBTORCH, causal, Pass.FORWARD))).append(" | ")
+                            .append(time(find(rows, n, Impl.LIBTORCH, causal, Pass.FORWARD_BACKWARD))).append(" | ")
+                            .append(ratio(rows, n, causal, Pass.FORWARD)).append(" | ")
+                            .append(ratio(rows, n, causal, Pass.FORWARD_BACKWARD)).append(" | ");
+                }
                 if (causal) {
                     b.append("n/a | n/a | n/a | ");
                 } else {
@@ -160,8 +204,9 @@ final class AttentionBenchReport {
             }
         }
         b.append('\n').append(againstFloor(rows, s));
-        b.append("![attention time against N, log-log](").append(PNG).append(")\n\n");
-        b.append("Every row, with full failure messages: [").append(CSV).append("](").append(CSV).append(").\n");
+        b.append("![attention time against N, log-log](").append(png(s)).append(")\n\n");
+        b.append("Every row, with full failure messages: [").append(csv(s)).append("](").append(csv(s))
+                .append(").\n");
         return b.toString();
     }
 
@@ -196,6 +241,24 @@ final class AttentionBenchReport {
         }
         b.append(String.format(Locale.ROOT, "- Against ND4J's stock op (full mask): attn4j faster in %d of the %d "
                 + "configurations where both ran.%n", ahead, measured));
+        int vsTorch = 0;
+        int torchAhead = 0;
+        for (int n : s.lengths()) {
+            for (boolean causal : new boolean[] {false, true}) {
+                for (Pass pass : Pass.values()) {
+                    Optional<BenchResult> ours = find(rows, n, Impl.ATTN4J, causal, pass);
+                    Optional<BenchResult> torch = find(rows, n, Impl.LIBTORCH, causal, pass);
+                    if (ok(ours) && ok(torch)) {
+                        vsTorch++;
+                        torchAhead += ours.get().medianMs() < torch.get().medianMs() ? 0 : 1;
+                    }
+                }
+            }
+        }
+        if (vsTorch > 0) {
+            b.append(String.format(Locale.ROOT, "- Against libtorch: attn4j faster in %d of the %d configurations "
+                    + "where both ran.%n", vsTorch - torchAhead, vsTorch));
+        }
         List<Integer> ns = s.lengths();
         if (ns.size() >= 2) {
             int big = ns.get(ns.size() - 1);
@@ -211,6 +274,14 @@ final class AttentionBenchReport {
             }
         }
         return b.append('\n').toString();
+    }
+
+    /** attn4j's time over libtorch's, where both ran. */
+    private static String ratio(List<BenchResult> rows, int n, boolean causal, Pass pass) {
+        Optional<BenchResult> ours = find(rows, n, Impl.ATTN4J, causal, pass);
+        Optional<BenchResult> torch = find(rows, n, Impl.LIBTORCH, causal, pass);
+        return ok(ours) && ok(torch) ? String.format(Locale.ROOT, "%.2f", ours.get().medianMs()
+                / torch.get().medianMs()) : "";
     }
 
     private static boolean ok(Optional<BenchResult> r) {

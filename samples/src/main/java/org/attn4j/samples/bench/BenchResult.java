@@ -23,7 +23,9 @@ public record BenchResult(int n, Impl impl, boolean causal, Pass pass, Status st
         /** ND4J's stock DotProductAttention / DotProductAttentionBp custom ops. */
         STOCK("nd4j-stock"),
         /** The gemm floor: the multiply-adds at the measured gemm rate, computed, not run. */
-        FLOOR("floor");
+        FLOOR("floor"),
+        /** PyTorch's {@code scaled_dot_product_attention} on the CPU, run by an anchor outside the project. */
+        LIBTORCH("libtorch");
 
         private final String label;
 
