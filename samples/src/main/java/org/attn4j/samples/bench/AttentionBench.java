@@ -47,6 +47,8 @@ final class AttentionBench {
     private static final int STOCK_FORWARD_MATRICES = 1;
     private static final int STOCK_BACKWARD_MATRICES = 5;
     private static final long SEED = 42;
+    /** How long attn4j runs at the smallest N before anything is timed. */
+    static final double WARM_UP_SECONDS = 3.0;
 
     private final Settings settings;
     private final PrintWriter log;
@@ -114,16 +116,24 @@ final class AttentionBench {
         close(in.q, in.k, in.v, in.dO);
     }
 
-    /** Everything once at the smallest N, so JIT, native libraries and thread pools are warm. */
+    /**
+     * attn4j for {@link #WARM_UP_SECONDS} at the smallest N (every mask and pass), and the stock op once, so the
+     * JIT has compiled attn4j's Java tile code before anything is timed (native code needs no such warm-up).
+     */
     private void warmUp() {
         Inputs in = Inputs.random(settings.minN(), settings);
-        for (boolean causal : new boolean[] {false, true}) {
-            try {
-                oursOnce(in, causal, Pass.FORWARD_BACKWARD);
-            } catch (RuntimeException e) {
-                // Recorded when the measured run fails the same way.
+        long end = System.nanoTime() + (long) (WARM_UP_SECONDS * 1e9);
+        do {
+            for (boolean causal : new boolean[] {false, true}) {
+                try {
+                    oursOnce(in, causal, Pass.FORWARD_BACKWARD);
+                    oursOnce(in, causal, Pass.FORWARD);
+                } catch (RuntimeException e) {
+                    // Recorded when the measured run fails the same way.
+                    end = 0;
+                }
             }
-        }
+        } while (System.nanoTime() < end);
         close(in.q, in.k, in.v, in.dO);
         StockInputs s = StockInputs.random(settings.minN(), settings);
         try {

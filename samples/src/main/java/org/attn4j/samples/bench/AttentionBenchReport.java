@@ -158,7 +158,8 @@ final class AttentionBenchReport {
                 + (suffix(s).isEmpty() ? "" : " (" + shape(s) + ")");
         StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
                 m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, float32, scale "
-                        + "1/sqrt(D); its time is the median of %d runs after a warm-up up to N = %d and a single run "
+                        + "1/sqrt(D); attn4j first runs for %.0f s at the smallest N (the JIT compiles its Java tile "
+                        + "code); each time is the median of %d runs after a warm-up up to N = %d and a single run "
                         + "beyond, forward only above N = %d. Peak is how far the process's resident memory rose "
                         + "during a configuration's runs above its level with the inputs already allocated; it counts "
                         + "outputs, gradients and working memory (so rises of a few MB are noise) and is measured as "
@@ -168,7 +169,8 @@ final class AttentionBenchReport {
                         + "3.5 times that for forward+backward and half of it for causal. Stock is ND4J's "
                         + "`DotProductAttention` and `dot_product_attention_bp` with ND4J's native threads at the "
                         + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
-                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(), s.repeats(),
+                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(),
+                        AttentionBench.WARM_UP_SECONDS, s.repeats(),
                         s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, gemm.best() / 1e9, gemm.size(),
                         torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
                         + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "
