@@ -17,6 +17,9 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  */
 final class ForwardKernel {
 
+    /** Rows per group when a partly masked tile is computed in parts. */
+    private static final int ROW_GROUP = 128;
+
     private final INDArray q;
     private final INDArray k;
     private final INDArray v;
@@ -55,8 +58,6 @@ final class ForwardKernel {
         double[] m = new double[rows];
         double[] l = new double[rows];
         java.util.Arrays.fill(m, Double.NEGATIVE_INFINITY);
-        double[] alpha = new double[rows];
-        double[] rowSum = new double[rows];
 
         for (int kb = 0; kb < plan.keyBlocks; kb++) {
             TilePlan.Kind kind = plan.kind(b, qb, kb);
@@ -65,20 +66,31 @@ final class ForwardKernel {
             }
             int cols = plan.keyCols(kb);
             long kOff = (kRow0 + plan.keyStart(kb)) * d;
-            INDArray scores = buffer(1, rows, cols);
-            Gemm.mul(q, qRow0 * d, false, k, kOff, true, scores, 0, rows, cols, d, scale * unit, 0.0);
-            if (kind == TilePlan.Kind.PARTIAL) {
-                math.mask(scores, plan, b, qb, kb);
+            if (kind == TilePlan.Kind.PARTIAL && plan.keysAscend(kb) && rows > ROW_GROUP) {
+                // A partly masked tile (the causal diagonal, a window's edge) in groups of rows, each computing
+                // only the run of columns some of its rows may see. Groups can start at different tiles, so the
+                // accumulator starts from zeros here.
+                if (first) {
+                    acc.assign(0);
+                    first = false;
+                }
+                int q0 = plan.queryStart(qb);
+                for (int r0 = 0; r0 < rows; r0 += ROW_GROUP) {
+                    int n = Math.min(ROW_GROUP, rows - r0);
+                    int from = cols;
+                    int to = 0;
+                    for (int r = r0; r < r0 + n; r++) {
+                        from = Math.min(from, plan.allowedFrom(q0 + r, kb));
+                        to = Math.max(to, plan.allowedTo(q0 + r, kb));
+                    }
+                    if (to > from) {
+                        step(b, kb, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
+                    }
+                }
+                continue;
             }
-            boolean rescale = math.softmaxStep(scores, rows, cols, m, alpha, rowSum);
-            for (int r = 0; r < rows; r++) {
-                l[r] = alpha[r] * l[r] + rowSum[r];
-            }
-            if (rescale && !first) {
-                math.scaleRows(acc, alpha, rows, d);
-            }
-            // The first tile overwrites the accumulator: no zeroing pass.
-            Gemm.mul(scores, 0, false, v, kOff, false, acc, 0, rows, d, cols, 1.0, first ? 0.0 : 1.0);
+            step(b, kb, qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc, m, l,
+                    first ? 0.0 : 1.0);                 // the first tile overwrites the accumulator
             first = false;
         }
 
@@ -96,6 +108,34 @@ final class ForwardKernel {
         }
         Views.matrix(out, qRow0 * d, rows, d).assign(acc);
         Views.set(lse, qRow0, rowLse, rows);
+    }
+
+    /**
+     * One online-softmax step on rows {@code r0 ...} ({@code n} of them) of the query block against columns
+     * {@code c0 ...} ({@code cols} of them) of key block {@code kb}: scores, mask, powers, and the accumulator's
+     * rows rescaled and updated ({@code beta} 0 overwrites them).
+     */
+    private void step(int b, int kb, long qRow0, long kOff, int r0, int n, int c0, int cols, boolean partial,
+                      double unit, INDArray acc, double[] m, double[] l, double beta) {
+        int d = s.headDim();
+        INDArray scores = buffer(1, n, cols);
+        Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
+                0.0);
+        if (partial) {
+            math.mask(scores, plan, b, (int) (qRow0 % s.queries()) + r0, n, kb, c0, cols);
+        }
+        double[] mg = java.util.Arrays.copyOfRange(m, r0, r0 + n);
+        double[] alpha = new double[n];
+        double[] rowSum = new double[n];
+        boolean rescale = math.softmaxStep(scores, n, cols, mg, alpha, rowSum);
+        System.arraycopy(mg, 0, m, r0, n);
+        for (int r = 0; r < n; r++) {
+            l[r0 + r] = alpha[r] * l[r0 + r] + rowSum[r];
+        }
+        if (rescale && beta != 0.0) {
+            math.scaleRows(acc, r0, alpha, n, d);
+        }
+        Gemm.mul(scores, 0, false, v, kOff + (long) c0 * d, false, acc, (long) r0 * d, n, d, cols, 1.0, beta);
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

@@ -53,15 +53,15 @@ final class Nd4jTileMath implements TileMath {
     }
 
     @Override
-    public void mask(INDArray tile, TilePlan plan, int b, int qb, int kb) {
-        tile.addi(plan.bias(b, qb, kb, tile.dataType()));
+    public void mask(INDArray tile, TilePlan plan, int b, int q0, int rows, int kb, int c0, int cols) {
+        tile.addi(plan.bias(b, q0, rows, plan.keyStart(kb) + c0, cols, tile.dataType()));
     }
 
     @Override
-    public void scaleRows(INDArray m, double[] factors, int rows, int cols) {
+    public void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols) {
         INDArray col = buffer(3, rows, 1, m);
         Views.put(col, factors, rows);
-        m.muliColumnVector(col);
+        (row0 == 0 && m.rows() == rows ? m : Views.matrix(m, (long) row0 * cols, rows, cols)).muliColumnVector(col);
     }
 
     private INDArray ones(int rows, int cols, INDArray like) {

@@ -39,10 +39,23 @@ interface TileMath {
     void shiftedProduct(INDArray dp, INDArray p, INDArray shifts, long at, int rows, int cols);
 
     /** Sets the entries of a partial tile that its mask hides to negative infinity. */
-    void mask(INDArray tile, TilePlan plan, int b, int qb, int kb);
+    default void mask(INDArray tile, TilePlan plan, int b, int qb, int kb) {
+        mask(tile, plan, b, plan.queryStart(qb), plan.queryRows(qb), kb, 0, plan.keyCols(kb));
+    }
+
+    /**
+     * {@link #mask(INDArray, TilePlan, int, int, int)} for a {@code rows x cols} part of a tile: local queries
+     * {@code q0 ...}, columns {@code c0 ...} of key block {@code kb}.
+     */
+    void mask(INDArray tile, TilePlan plan, int b, int q0, int rows, int kb, int c0, int cols);
 
     /** {@code m[r][c] *= factors[r]}. */
-    void scaleRows(INDArray m, double[] factors, int rows, int cols);
+    default void scaleRows(INDArray m, double[] factors, int rows, int cols) {
+        scaleRows(m, 0, factors, rows, cols);
+    }
+
+    /** {@code m[row0 + r][c] *= factors[r]} for {@code r < rows}. */
+    void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols);
 
     /** The fastest implementation available for {@code type}. */
     static TileMath forType(DataType type) {

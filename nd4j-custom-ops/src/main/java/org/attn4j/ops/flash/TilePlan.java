@@ -161,12 +161,11 @@ final class TilePlan {
         return lo;
     }
 
-    /** The additive bias of a partial tile: 0 where the pair is allowed, negative infinity where not. */
-    INDArray bias(int b, int qb, int kb, DataType type) {
-        int rows = queryRows(qb);
-        int cols = keyCols(kb);
-        int q0 = queryStart(qb);
-        int k0 = keyStart(kb);
+    /**
+     * The additive bias of a {@code rows x cols} part of a tile (local queries {@code q0 ...}, local keys
+     * {@code k0 ...}): 0 where the pair is allowed, negative infinity where not.
+     */
+    INDArray bias(int b, int q0, int rows, int k0, int cols, DataType type) {
         double[] v = new double[rows * cols];
         for (int r = 0; r < rows; r++) {
             for (int c = 0; c < cols; c++) {

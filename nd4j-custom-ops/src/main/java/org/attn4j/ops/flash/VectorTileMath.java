@@ -221,12 +221,9 @@ final class VectorTileMath {
         }
 
         @Override
-        public void mask(INDArray tile, TilePlan plan, int b, int qb, int kb) {
+        public void mask(INDArray tile, TilePlan plan, int b, int q0, int rows, int kb, int c0, int cols) {
             ByteBuffer bb = bytes(tile);
-            int rows = plan.queryRows(qb);
-            int cols = plan.keyCols(kb);
-            int q0 = plan.queryStart(qb);
-            int k0 = plan.keyStart(kb);
+            int k0 = plan.keyStart(kb) + c0;
             if (!plan.keysAscend(kb)) {
                 for (int r = 0; r < rows; r++) {
                     for (int c = 0; c < cols; c++) {
@@ -239,8 +236,8 @@ final class VectorTileMath {
             }
             // Keys ascend: what a query may see by position is one run of columns; hide what lies outside it.
             for (int r = 0; r < rows; r++) {
-                int from = plan.allowedFrom(q0 + r, kb);
-                int to = Math.max(from, plan.allowedTo(q0 + r, kb));
+                int from = Math.min(cols, Math.max(0, plan.allowedFrom(q0 + r, kb) - c0));
+                int to = Math.min(cols, Math.max(from, plan.allowedTo(q0 + r, kb) - c0));
                 fill(bb, r * cols, 0, from);
                 fill(bb, r * cols, to, cols);
             }
@@ -268,11 +265,11 @@ final class VectorTileMath {
         }
 
         @Override
-        public void scaleRows(INDArray m, double[] factors, int rows, int cols) {
+        public void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols) {
             ByteBuffer bb = bytes(m);
             int full = cols - cols % L;
             for (int r = 0; r < rows; r++) {
-                int base = r * cols * 4;
+                int base = (row0 + r) * cols * 4;
                 float f = (float) factors[r];
                 for (int c = 0; c < full; c += L) {
                     int at = base + c * 4;

@@ -48,6 +48,29 @@ class FlashAttentionTest {
     }
 
     @Test
+    void partlyMaskedTilesComputedInGroupsOfRowsMatchTheReference() {
+        // Query blocks of 256 rows: partly masked tiles (the causal diagonal, a window's edges, padding) are
+        // computed in groups of 128 rows, each over the columns its rows may see; blocks not aligned with N.
+        FlashAttention tiles = FlashAttention.withTiles(256, 192, 2);
+        INDArray pad = Nd4j.ones(DataType.DOUBLE, 2, 600);
+        pad.get(NDArrayIndex.point(1), NDArrayIndex.interval(450, 600)).assign(0);
+        AttentionMask[] masks = {AttentionMask.causal(), AttentionMask.builder().causal(true).window(100).build(),
+            AttentionMask.builder().window(70).build(), AttentionMask.builder().causal(true).keyPadding(pad).build()};
+        String key = "attn4j.noVector";
+        for (AttentionMask mask : masks) {
+            checkAgainstReference(91, DataType.DOUBLE, 2, 2, 1, 600, 600, 16, mask, 1e-12, tiles);
+            for (String off : new String[] {"false", "true"}) {
+                System.setProperty(key, off);
+                try {
+                    checkAgainstReference(92, DataType.FLOAT, 2, 2, 1, 600, 600, 16, mask, 1e-5, tiles);
+                } finally {
+                    System.clearProperty(key);
+                }
+            }
+        }
+    }
+
+    @Test
     void vectorAndNd4jTilePathsBothMatchReferenceInFloat32() {
         AttentionMask mask = AttentionMask.builder().causal(true).window(30).build();
         assertTrue(VectorTileMath.AVAILABLE, "tests run with --add-modules jdk.incubator.vector (pom argLine)");
