@@ -19,6 +19,8 @@ final class ForwardKernel {
 
     /** Rows per group when a partly masked tile is computed in parts. */
     private static final int ROW_GROUP = 128;
+    /** Column runs of those groups start and end at multiples of this. */
+    private static final int COLUMN_STEP = 64;
 
     private final INDArray q;
     private final INDArray k;
@@ -83,6 +85,9 @@ final class ForwardKernel {
                         from = Math.min(from, plan.allowedFrom(q0 + r, kb));
                         to = Math.max(to, plan.allowedTo(q0 + r, kb));
                     }
+                    // Whole multiples of 64 columns (the mask hides the extra ones): few distinct buffer sizes.
+                    from = from / COLUMN_STEP * COLUMN_STEP;
+                    to = Math.min(cols, (to + COLUMN_STEP - 1) / COLUMN_STEP * COLUMN_STEP);
                     if (to > from) {
                         step(b, kb, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
                     }
