@@ -89,13 +89,13 @@ final class ForwardKernel {
                     from = from / COLUMN_STEP * COLUMN_STEP;
                     to = Math.min(cols, (to + COLUMN_STEP - 1) / COLUMN_STEP * COLUMN_STEP);
                     if (to > from) {
-                        step(b, kb, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
+                        step(b, kb, q0, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
                     }
                 }
                 continue;
             }
-            step(b, kb, qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc, m, l,
-                    first ? 0.0 : 1.0);                 // the first tile overwrites the accumulator
+            step(b, kb, plan.queryStart(qb), qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc,
+                    m, l, first ? 0.0 : 1.0);           // the first tile overwrites the accumulator
             first = false;
         }
 
@@ -116,18 +116,19 @@ final class ForwardKernel {
     }
 
     /**
-     * One online-softmax step on rows {@code r0 ...} ({@code n} of them) of the query block against columns
+     * One online-softmax step on rows {@code r0 ...} ({@code n} of them) of the query block starting at local
+     * query {@code q0} (element row {@code qRow0}) against columns
      * {@code c0 ...} ({@code cols} of them) of key block {@code kb}: scores, mask, powers, and the accumulator's
      * rows rescaled and updated ({@code beta} 0 overwrites them).
      */
-    private void step(int b, int kb, long qRow0, long kOff, int r0, int n, int c0, int cols, boolean partial,
-                      double unit, INDArray acc, double[] m, double[] l, double beta) {
+    private void step(int b, int kb, int q0, long qRow0, long kOff, int r0, int n, int c0, int cols,
+                      boolean partial, double unit, INDArray acc, double[] m, double[] l, double beta) {
         int d = s.headDim();
         INDArray scores = buffer(1, n, cols);
         Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
                 0.0);
         if (partial) {
-            math.mask(scores, plan, b, (int) (qRow0 % s.queries()) + r0, n, kb, c0, cols);
+            math.mask(scores, plan, b, q0 + r0, n, kb, c0, cols);
         }
         double[] mg = java.util.Arrays.copyOfRange(m, r0, r0 + n);
         double[] alpha = new double[n];
