@@ -175,7 +175,8 @@ final class AttentionBenchReport {
                         torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
                         + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "
                         + "attn4j) in its own process right after attn4j's runs at each N, on as many threads as "
-                        + "cores: the median of " + 3 + " runs after a warm-up." : "")));
+                        + "cores, in attn4j's environment (its gemm calls OpenBLAS too, so both get the same kernels): "
+                        + "the median of " + 3 + " runs after a warm-up." : "")));
         b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | ")
                 .append(torch ? "libtorch fwd | libtorch fwd+bwd | attn4j / libtorch fwd | attn4j / libtorch "
                         + "fwd+bwd | " : "")

@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Properties;
 
+import org.attn4j.ops.BlasKernels;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -20,22 +21,28 @@ import org.nd4j.linalg.factory.Nd4j;
  * @param openblasNumThreads  {@code OPENBLAS_NUM_THREADS}, or "unset"
  * @param javaVersion         {@code java.version}
  * @param nd4jVersion         ND4J's version from its jar, or "unknown"
+ * @param openblasCoreType    {@code OPENBLAS_CORETYPE} (the gemm kernels asked for), or "unset" (OpenBLAS chose)
  */
 public record MachineInfo(int cores, String cpuModel, long memTotalBytes, String ompNumThreads,
-                          String openblasNumThreads, String javaVersion, String nd4jVersion) {
+                          String openblasNumThreads, String javaVersion, String nd4jVersion,
+                          String openblasCoreType) {
 
     /** This machine. */
     public static MachineInfo current() {
         return new MachineInfo(Runtime.getRuntime().availableProcessors(), readCpuModel(),
                 procLong("/proc/meminfo", "MemTotal"), env("OMP_NUM_THREADS"), env("OPENBLAS_NUM_THREADS"),
-                System.getProperty("java.version"), readNd4jVersion());
+                System.getProperty("java.version"), readNd4jVersion(), env(BlasKernels.VARIABLE));
     }
 
-    /** "2 cores (AMD EPYC 7B13), 23.5 GiB RAM, Java 17.0.15, ND4J 1.0.0-M2.1": the machine in a report. */
+    /**
+     * "2 cores (AMD EPYC 7B13), 23.5 GiB RAM, Java 17.0.15, ND4J 1.0.0-M2.1, OpenBLAS's SKYLAKEX kernels": the
+     * machine in a report (the kernels only when asked for by {@code OPENBLAS_CORETYPE}).
+     */
     public String describe() {
         String ram = memTotalBytes > 0 ? String.format(java.util.Locale.ROOT, ", %.1f GiB RAM",
                 memTotalBytes / (double) (1L << 30)) : "";
-        return cores + " cores (" + cpuModel + ")" + ram + ", Java " + javaVersion + ", ND4J " + nd4jVersion;
+        String kernels = openblasCoreType.equals("unset") ? "" : ", OpenBLAS's " + openblasCoreType + " kernels";
+        return cores + " cores (" + cpuModel + ")" + ram + ", Java " + javaVersion + ", ND4J " + nd4jVersion + kernels;
     }
 
     /** {@code MemAvailable} from /proc/meminfo in bytes, or -1 where there is none. */
