@@ -1,5 +1,7 @@
 package org.attn4j.ops;
 
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Pointer;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 
@@ -57,6 +59,28 @@ public final class Views {
         for (int i = 0; i < n; i++) {
             data.put(offset + i, values[i]);
         }
+    }
+
+    /**
+     * Copies {@code n} elements of {@code src}'s buffer from element {@code srcOffset} to {@code dst}'s from
+     * {@code dstOffset}, both offset-free arrays of one type: {@code memcpy} on the CPU backend (an ND4J view and
+     * {@code assign} cost about 0.2 ms for a 512 x 64 block here), a view's {@code assign} on the others.
+     */
+    public static void copy(INDArray src, long srcOffset, INDArray dst, long dstOffset, long n) {
+        if (src.dataType() != dst.dataType() || src.offset() != 0 || dst.offset() != 0
+                || srcOffset < 0 || dstOffset < 0 || srcOffset + n > src.data().length()
+                || dstOffset + n > dst.data().length()) {
+            throw new IllegalStateException("Views.copy: " + n + " elements from " + srcOffset + " of "
+                    + src.data().length() + " to " + dstOffset + " of " + dst.data().length() + ", types "
+                    + src.dataType() + " and " + dst.dataType());
+        }
+        if (!Nd4j.getEnvironment().isCPU()) {
+            column(dst, dstOffset, n).assign(column(src, srcOffset, n));
+            return;
+        }
+        long width = src.dataType().width();
+        Pointer.memcpy(new BytePointer(dst.data().addressPointer()).position(dstOffset * width),
+                new BytePointer(src.data().addressPointer()).position(srcOffset * width), n * width);
     }
 
     /** A C-ordered, offset-free copy of {@code a} if it is not one already. */

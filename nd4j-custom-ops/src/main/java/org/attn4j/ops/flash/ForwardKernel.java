@@ -111,7 +111,7 @@ final class ForwardKernel {
         } else {
             math.scaleRows(acc, inv, rows, d);
         }
-        Views.matrix(out, qRow0 * d, rows, d).assign(acc);
+        Views.copy(acc, 0, out, qRow0 * d, (long) rows * d);
         Views.set(lse, qRow0, rowLse, rows);
     }
 
