@@ -46,7 +46,6 @@ public final class Gemm {
                     Views.matrix(c, cOff, m, n), ta, tb, alpha, beta);
             return;
         }
-        BlasKernels.adviseOnce();
         DataType type = c.dataType();
         if (a.offset() != 0 || b.offset() != 0 || c.offset() != 0 || a.dataType() != type || b.dataType() != type) {
             throw new IllegalStateException("Gemm: expected offset-free arrays of one type, got offsets " + a.offset()

@@ -21,7 +21,6 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
-import org.attn4j.ops.BlasKernels;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -32,8 +31,7 @@ import org.slf4j.LoggerFactory;
  * project needs ({@link #JVM_FLAGS}), {@code -Xmx} of {@link Builder#heap}, and the environment of this process
  * plus the {@link WorkerEnvironment} variables: its rank, the world size, peers {@code 127.0.0.1:port} on free
  * UDP ports, and a fresh random job token; {@code OMP_NUM_THREADS} and {@code OPENBLAS_NUM_THREADS} are 1 (the
- * workers share the cores), and {@code OPENBLAS_CORETYPE} is {@link BlasKernels#preferred()} unless this process
- * has one. Every line a worker prints is passed on with a {@code [rank r] } prefix.
+ * workers share the cores). Every line a worker prints is passed on with a {@code [rank r] } prefix.
  *
  * <p>When a worker exits non-zero, the others get {@link Builder#stopGrace} to exit by themselves (their
  * transports notice the dead peer within their timeout and say so), then the launcher stops them (SIGTERM, and
@@ -138,7 +136,6 @@ public final class LocalLauncher {
         Map<String, String> env = pb.environment();
         env.put("OMP_NUM_THREADS", "1");
         env.put("OPENBLAS_NUM_THREADS", "1");
-        BlasKernels.preferred().ifPresent(kernels -> env.putIfAbsent(BlasKernels.VARIABLE, kernels));
         if (b.scheduler != null) {                         // as a scheduler would: its variables, no peer list
             env.remove(WorkerEnvironment.RANK);
             env.remove(WorkerEnvironment.WORLD_SIZE);

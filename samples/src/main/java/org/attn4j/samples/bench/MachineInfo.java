@@ -8,7 +8,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Properties;
 
-import org.attn4j.ops.BlasKernels;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -31,12 +30,12 @@ public record MachineInfo(int cores, String cpuModel, long memTotalBytes, String
     public static MachineInfo current() {
         return new MachineInfo(Runtime.getRuntime().availableProcessors(), readCpuModel(),
                 procLong("/proc/meminfo", "MemTotal"), env("OMP_NUM_THREADS"), env("OPENBLAS_NUM_THREADS"),
-                System.getProperty("java.version"), readNd4jVersion(), env(BlasKernels.VARIABLE));
+                System.getProperty("java.version"), readNd4jVersion(), env("OPENBLAS_CORETYPE"));
     }
 
     /**
-     * "2 cores (AMD EPYC 7B13), 23.5 GiB RAM, Java 17.0.15, ND4J 1.0.0-M2.1, OpenBLAS's SKYLAKEX kernels": the
-     * machine in a report (the kernels only when asked for by {@code OPENBLAS_CORETYPE}).
+     * "2 cores (AMD EPYC 7B13), 23.5 GiB RAM, Java 17.0.15, ND4J 1.0.0-M2.1, OpenBLAS's Haswell kernels": the
+     * machine in a report (the kernels only when OPENBLAS_CORETYPE chooses them).
      */
     public String describe() {
         String ram = memTotalBytes > 0 ? String.format(java.util.Locale.ROOT, ", %.1f GiB RAM",
