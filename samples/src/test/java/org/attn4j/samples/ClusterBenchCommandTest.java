@@ -9,7 +9,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.launch.NamespaceCluster;
-import org.attn4j.samples.plan.CommunicationFormulas;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -38,7 +38,8 @@ class ClusterBenchCommandTest {
         assertEquals(3, csv.size(), all);
         // Ring, P = 4: X_q = X_kv = 1 * 4 * 16 * 8 * 4 = 2048 bytes, X_lse = 1 * 4 * 16 * 4 = 256; the paper's
         // volume (docs/algorithms.md) is what the ranks sent over the rate-limited links.
-        CommunicationFormulas.Volume ring = CommunicationFormulas.ring(4, 2048, 2048, 256);
+        SequenceAlgorithm.Volume ring = SequenceAlgorithm.byName("ring").volume(
+                SequenceAlgorithm.Settings.of(4, 64, true), new SequenceAlgorithm.ShardBytes(2048, 2048, 256, 0), 0);
         long bytes = ring.forward() + ring.backward();
         assertTrue(csv.stream().anyMatch(l -> l.startsWith("500,ring,zigzag,") && l.endsWith("," + bytes)), all);
         for (String line : csv.subList(1, csv.size())) {

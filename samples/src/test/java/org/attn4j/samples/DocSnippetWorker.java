@@ -7,7 +7,6 @@ import java.util.List;
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
-import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.training.DistributedTrainer;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
@@ -71,7 +70,7 @@ public final class DocSnippetWorker {
             MultiLayerNetwork net = new MultiLayerNetwork(conf);             // the same seed on every worker
             net.init();
             DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 4).withZero(ZeroStage.GRADIENTS))
+                    .strategy(ParallelStrategy.sequence("ring", 4).withZero(ZeroStage.GRADIENTS))
                     .build();
             trainer.fit(iterator);
         }
@@ -85,7 +84,7 @@ public final class DocSnippetWorker {
         net.init();                                              // same seed on every worker: identical replicas
         try (AeronTransport transport = AeronTransport.fromEnvironment()) {   // rank and peers from the launcher
             DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)   // 2 workers per sequence
+                    .strategy(ParallelStrategy.sequence("ring", 2)   // 2 workers per sequence
                             .withDataParallel(2)                                   // x 2 data-parallel groups = 4
                             .withZero(ZeroStage.GRADIENTS))
                     .checkpoints(checkpointDir, 100).run("gpt-small").resume(true)

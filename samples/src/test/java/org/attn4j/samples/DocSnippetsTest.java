@@ -171,10 +171,11 @@ class DocSnippetsTest {
         SDVariable y = SDAttention.linear(q, k, v).causal(true).decay(sd.nn.sigmoid(theta)).build("lin");
 
         // on every worker: its shards of q, k, v, and an algorithm on its transport
-        SequenceAlgorithm.Settings settings = new SequenceAlgorithm.Settings(workers, n, heads, kvHeads,
-                /* causal */ true, /* window */ 0, SequenceLayout.ZIGZAG, /* team */ 1, /* decay */ 1.0);
-        SDVariable s = SDAttention.sequenceParallel(qShard, kShard, vShard,
-                SequenceAlgorithm.RING.create(transport, settings)).build("ring");
+        SequenceAlgorithm ring = SequenceAlgorithm.byName("ring");
+        SequenceAlgorithm.Settings settings = SequenceAlgorithm.Settings.of(workers, n, /* causal */ true)
+                .withHeads(heads, kvHeads).withLayout(SequenceLayout.ZIGZAG);
+        SDVariable s = SDAttention.sequenceParallel(qShard, kShard, vShard, ring.create(transport, settings))
+                .build("ring");
         // end snippet
         try {
             Map<String, INDArray> outs = sd.output(Map.of(), "attn", "lin", "ring");
@@ -295,7 +296,7 @@ class DocSnippetsTest {
                     MultiLayerNetwork net = smallNet();          // the same seed on every worker
                     // snippet: trainer
                     DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
-                            .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)   // 2 workers per sequence
+                            .strategy(ParallelStrategy.sequence("ring", 2)   // 2 workers per sequence
                                     .withZero(ZeroStage.GRADIENTS))
                             .build();
                     double score = trainer.fit(batch);           // every worker passes the same whole batch

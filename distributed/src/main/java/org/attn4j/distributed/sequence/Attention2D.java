@@ -3,6 +3,7 @@ package org.attn4j.distributed.sequence;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.transport.Transport;
@@ -94,7 +95,13 @@ public final class Attention2D implements SequenceParallelAttention<Attention2D.
      * @throws IllegalArgumentException if the grid does not have P processors or N is not a positive multiple of P
      */
     public Attention2D(Transport transport, ProcessorGrid grid, int length, boolean causal, int window) {
-        this.ctx = new Attention2DContext("Attention2D", transport, grid, length, causal, window);
+        this(transport, Channels.SEQUENCE, grid, length, causal, window);
+    }
+
+    /** As {@link #Attention2D(Transport, ProcessorGrid, int, boolean, int)} on the first three channels of a block. */
+    public Attention2D(Transport transport, Channels channels, ProcessorGrid grid, int length, boolean causal,
+                  int window) {
+        this.ctx = new Attention2DContext("Attention2D", transport, channels, grid, length, causal, window);
         this.mask = ctx.positions(ctx.rowQueries(), ctx.columnKeys());
     }
 

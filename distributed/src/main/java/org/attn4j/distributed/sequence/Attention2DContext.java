@@ -2,6 +2,7 @@ package org.attn4j.distributed.sequence;
 
 import java.util.Arrays;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.transport.Transport;
@@ -38,7 +39,8 @@ final class Attention2DContext {
      * @throws IllegalArgumentException if the grid does not hold exactly the transport's workers, or N is not a
      *                                  positive multiple of P
      */
-    Attention2DContext(String op, Transport transport, ProcessorGrid grid, int length, boolean causal, int window) {
+    Attention2DContext(String op, Transport transport, Channels channels, ProcessorGrid grid, int length,
+                       boolean causal, int window) {
         int p = transport.worldSize();
         if (grid == null || grid.size() != p) {
             throw new IllegalArgumentException(op + ": grid " + grid + " has " + (grid == null ? 0 : grid.size())
@@ -72,9 +74,9 @@ final class Attention2DContext {
         }
         this.local = SequenceLayout.STRIPED.positions(worker, p, length);
         // Rows share no pair of ranks with each other, nor with a column; the world shares pairs with both.
-        this.world = Communicator.of(transport, Group.world(transport), 3);
-        this.rowComm = Communicator.of(transport, Group.of(transport, rowRanks), 1);
-        this.columnComm = Communicator.of(transport, Group.of(transport, columnRanks), 2);
+        this.world = channels.world(transport, 0);
+        this.rowComm = Communicator.of(transport, Group.of(transport, rowRanks), channels.get(1));
+        this.columnComm = Communicator.of(transport, Group.of(transport, columnRanks), channels.get(2));
     }
 
     /**

@@ -1,5 +1,6 @@
 package org.attn4j.distributed.sequence;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.Transport;
@@ -86,7 +87,13 @@ public final class Attention2DOverlap implements SequenceParallelAttention<Atten
      * @throws IllegalArgumentException if the grid does not have P processors or N is not a positive multiple of P
      */
     public Attention2DOverlap(Transport transport, ProcessorGrid grid, int length, boolean causal, int window) {
-        this.ctx = new Attention2DContext("Attention2DOverlap", transport, grid, length, causal, window);
+        this(transport, Channels.SEQUENCE, grid, length, causal, window);
+    }
+
+    /** As {@link #Attention2DOverlap(Transport, ProcessorGrid, int, boolean, int)} on the first three channels of a block. */
+    public Attention2DOverlap(Transport transport, Channels channels, ProcessorGrid grid, int length, boolean causal,
+                  int window) {
+        this.ctx = new Attention2DContext("Attention2DOverlap", transport, channels, grid, length, causal, window);
         this.columnKeys = ctx.columnKeys();
     }
 

@@ -127,6 +127,12 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
     public Forward forward(INDArray q, INDArray k, INDArray v) {
         int p = comm.group().size();
         int me = comm.group().index();
+        // This member's positions must be the same in q, k and v: refused here, before anything is sent.
+        if (q != null && k != null && v != null && q.rank() == 4 && k.rank() == 4 && v.rank() == 4
+                && (k.size(2) != q.size(2) || v.size(2) != q.size(2))) {
+            throw new IllegalArgumentException("LaspAttention: q, k and v must hold the same " + q.size(2)
+                    + " positions of this member's shard, got k " + k.size(2) + " and v " + v.size(2));
+        }
         if (!causal) {
             LinearAttentionOutput local = op.forward(q, k, v, decay, false, null);
             INDArray total = p == 1 ? local.kvOut() : comm.allReduce(local.kvOut());

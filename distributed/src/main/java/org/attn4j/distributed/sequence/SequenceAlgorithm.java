@@ -1,50 +1,35 @@
 package org.attn4j.distributed.sequence;
 
 import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.ServiceLoader;
+import java.util.Set;
+import java.util.stream.Collectors;
 
-import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.collective.Channels;
+import org.attn4j.distributed.plan.AlgorithmModel;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 
 /**
- * The sequence-parallel algorithms by name, with what each accepts: one place to validate a configuration before
- * any communication and to build the algorithm for one worker. Used by {@code attn4j check --algo NAME} and the
- * distributed benchmark.
- * <pre>
- *   name                 layouts                  P                         team C
- *   ring                 any                      any                       1
- *   wallfacer            any                      C^2 divides P             C
- *   attention2d          striped (cyclic)         any (rectangular grids)   1
- *   attention2d-overlap  striped (cyclic)         any (rectangular grids)   1
- *   lasp                 contiguous               any                       1
- *   ulysses              any                      divides H and Hkv         1
- * </pre>
+ * A sequence-parallel algorithm, described: its name and paper, the settings it accepts and how they are checked,
+ * its default layout, how a worker's instance is built (with the collective channels it takes), the bytes each
+ * rank sends, and its cost model. Everything that lists algorithms ({@code attn4j check --algo},
+ * {@code train --strategy}, {@code plan}, {@code bench distributed}, the trainer) reads {@link #all()}, so an
+ * algorithm is added by writing its class and its descriptor and naming the descriptor in
+ * {@code META-INF/services/org.attn4j.distributed.sequence.SequenceAlgorithm} (the order there is the order of
+ * every list).
+ *
+ * <p>Descriptors hold no state; two are equal when their names are.
  */
-public enum SequenceAlgorithm {
-
-    /** {@link RingAttention} (BurstAttention). */
-    RING("ring", true),
-    /** {@link WallFacerAttention}. */
-    WALLFACER("wallfacer", true),
-    /** {@link Attention2D} (ATTENTION2D-NO). */
-    ATTENTION2D("attention2d", true),
-    /** {@link Attention2DOverlap} (ATTENTION2D-O). */
-    ATTENTION2D_OVERLAP("attention2d-overlap", true),
-    /** {@link LaspAttention}: linear attention with decay. */
-    LASP("lasp", false),
-    /** {@link UlyssesAttention}. */
-    ULYSSES("ulysses", true);
-
-    private final String cliName;
-    private final boolean softmax;
-
-    SequenceAlgorithm(String cliName, boolean softmax) {
-        this.cliName = cliName;
-        this.softmax = softmax;
-    }
+public abstract class SequenceAlgorithm {
 
     /**
      * One configuration of a sequence-parallel attention job.
@@ -56,122 +41,100 @@ public enum SequenceAlgorithm {
      * @param causal  causal masking by global position
      * @param window  sliding window width, 0 for none (softmax algorithms)
      * @param layout  which positions each worker holds; null for the algorithm's default
-     * @param team    WallFacer's team size C (1 for the others)
-     * @param decay   decay rate lambda in (0, 1] of LASP (1 for none)
+     * @param options the algorithm's own options by name ({@link #options()}); missing ones take their defaults
      */
     public record Settings(int workers, int length, long heads, long kvHeads, boolean causal, int window,
-                           SequenceLayout layout, int team, double decay) {
-    }
+                           SequenceLayout layout, Map<String, Double> options) {
 
-    /** The name {@code --algo} takes. */
-    public String cliName() {
-        return cliName;
-    }
+        public Settings {
+            options = Map.copyOf(options == null ? Map.of() : options);
+        }
 
-    /** Softmax attention (O and LSE) rather than linear attention (O only). */
-    public boolean softmax() {
-        return softmax;
-    }
+        /** P workers, N positions, heads not known yet, no window, the default layout, no options. */
+        public static Settings of(int workers, int length, boolean causal) {
+            return new Settings(workers, length, 0, 0, causal, 0, null, Map.of());
+        }
 
-    /** The layout this algorithm uses when none is asked for. */
-    public SequenceLayout defaultLayout(boolean causal) {
-        return switch (this) {
-            case ATTENTION2D, ATTENTION2D_OVERLAP -> SequenceLayout.STRIPED;
-            case LASP, ULYSSES -> SequenceLayout.CONTIGUOUS;
-            case RING, WALLFACER -> causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
-        };
-    }
+        /** These settings with known head counts. */
+        public Settings withHeads(long h, long hkv) {
+            return new Settings(workers, length, h, hkv, causal, window, layout, options);
+        }
 
-    /** The layout of {@code s}: its own, or the default. */
-    public SequenceLayout layout(Settings s) {
-        return s.layout() == null ? defaultLayout(s.causal()) : s.layout();
-    }
+        /** These settings with a sliding window. */
+        public Settings withWindow(int w) {
+            return new Settings(workers, length, heads, kvHeads, causal, w, layout, options);
+        }
 
-    /**
-     * Checks a configuration without communicating: every worker (and a launcher) can call it first.
-     *
-     * @throws IllegalArgumentException naming what was expected and what came
-     */
-    public void validate(Settings s) {
-        String name = cliName + ": ";
-        if (s.workers() < 1) {
-            throw new IllegalArgumentException(name + "workers must be >= 1, got " + s.workers());
+        /** These settings with a layout (null for the algorithm's default). */
+        public Settings withLayout(SequenceLayout l) {
+            return new Settings(workers, length, heads, kvHeads, causal, window, l, options);
         }
-        boolean headsKnown = s.heads() > 0;
-        if (headsKnown && (s.kvHeads() < 1 || s.heads() % s.kvHeads() != 0)) {
-            throw new IllegalArgumentException(name + "H = " + s.heads() + " query heads must be a multiple of Hkv = "
-                    + s.kvHeads());
+
+        /** These settings with one more option. */
+        public Settings withOption(String name, double value) {
+            Map<String, Double> o = new LinkedHashMap<>(options);
+            o.put(name, value);
+            return new Settings(workers, length, heads, kvHeads, causal, window, layout, o);
         }
-        if (s.window() < 0) {
-            throw new IllegalArgumentException(name + "window must be >= 0, got " + s.window());
-        }
-        if (s.team() != 1 && this != WALLFACER) {
-            throw new IllegalArgumentException(name + "a team size applies to wallfacer only, got C = " + s.team());
-        }
-        SequenceLayout layout = layout(s);
-        switch (this) {
-            case ATTENTION2D, ATTENTION2D_OVERLAP -> requireLayout(layout, SequenceLayout.STRIPED,
-                    "the cyclic distribution of section 3.2");
-            case LASP -> {
-                requireLayout(layout, SequenceLayout.CONTIGUOUS, "the chain of algorithm 2");
-                if (s.window() != 0) {
-                    throw new IllegalArgumentException(name + "linear attention has no sliding window, got window "
-                            + s.window());
-                }
-                if (!(s.decay() > 0 && s.decay() <= 1)) {
-                    throw new IllegalArgumentException(name + "decay must be in (0, 1], got " + s.decay());
-                }
-                if (!s.causal() && s.decay() != 1) {
-                    throw new IllegalArgumentException(name + "non-causal linear attention has no decay, got "
-                            + s.decay());
-                }
-            }
-            case WALLFACER -> {
-                if (s.team() < 1 || s.workers() % (s.team() * s.team()) != 0) {
-                    throw new IllegalArgumentException(name + "team size C = " + s.team() + " with P = " + s.workers()
-                            + " workers; C^2 must divide P");
-                }
-            }
-            case ULYSSES -> {
-                if (headsKnown && (s.heads() % s.workers() != 0 || s.kvHeads() % s.workers() != 0)) {
-                    throw new IllegalArgumentException(name + "P = " + s.workers() + " workers must divide both H = "
-                            + s.heads() + " and Hkv = " + s.kvHeads() + " (Ulysses splits heads; its degree is "
-                            + "bounded by the K/V heads)");
-                }
-            }
-            default -> {
-            }
-        }
-        int parts = layout == SequenceLayout.ZIGZAG ? 2 * s.workers() : s.workers();
-        if (s.length() < parts || s.length() % parts != 0) {
-            throw new IllegalArgumentException(name + "N = " + s.length() + " must be a positive multiple of "
-                    + parts + " for the " + layout.name().toLowerCase(Locale.ROOT) + " layout over " + s.workers()
-                    + " workers");
+
+        /** These settings with P workers. */
+        public Settings withWorkers(int p) {
+            return new Settings(p, length, heads, kvHeads, causal, window, layout, options);
         }
     }
 
     /**
-     * This worker's instance, after {@link #validate}.
+     * An option of one algorithm beyond the common settings.
      *
-     * @param transport the job's transport: all P ranks, rank order = shard order
+     * @param name        its name in {@link Settings#options()} and on the command line ({@code --team}, ...)
+     * @param description one line for help texts
+     * @param integer     whether only whole numbers are accepted
      */
-    public SequenceParallelAttention<?> create(Transport transport, Settings s) {
-        validate(s);
-        if (transport.worldSize() != s.workers()) {
-            throw new IllegalArgumentException(cliName + ": the transport has " + transport.worldSize()
-                    + " ranks, the settings say P = " + s.workers());
+    public record Option(String name, String description, boolean integer) {
+    }
+
+    /**
+     * Bytes one rank sends in each pass.
+     *
+     * @param forward  forward pass
+     * @param backward backward pass
+     */
+    public record Volume(long forward, long backward) {
+    }
+
+    /**
+     * The sizes the volume formulas are written in, for one rank's shard of {@code n = N/P} positions:
+     * {@code X_q = B H n D w}, {@code X_kv = B Hkv n D w}, {@code X_lse = B H n w}, and the linear-attention state
+     * {@code B H D D w}.
+     */
+    public record ShardBytes(long q, long kv, long lse, long state) {
+
+        /** The sizes for B sequences, H and Hkv heads, n positions per rank, head size D, w bytes per element. */
+        public static ShardBytes of(long batch, long heads, long kvHeads, long n, long headDim, long width) {
+            return new ShardBytes(batch * heads * n * headDim * width, batch * kvHeads * n * headDim * width,
+                    batch * heads * n * width, batch * heads * headDim * headDim * width);
         }
-        SequenceLayout layout = layout(s);
-        return switch (this) {
-            case RING -> new RingAttention(Communicator.world(transport), layout, s.length(), s.causal(), s.window());
-            case WALLFACER -> new WallFacerAttention(transport, s.team(), layout, s.length(), s.causal(), s.window());
-            case ATTENTION2D -> new Attention2D(transport, s.length(), s.causal(), s.window());
-            case ATTENTION2D_OVERLAP -> new Attention2DOverlap(transport, s.length(), s.causal(), s.window());
-            case LASP -> new LaspAttention(Communicator.world(transport), s.causal() ? Decay.of(s.decay())
-                    : Decay.none(), s.causal());
-            case ULYSSES -> new UlyssesAttention(Communicator.world(transport), layout, s.length(), s.causal(),
-                    s.window());
-        };
+    }
+
+    private static final class Registry {
+        private static final List<SequenceAlgorithm> ALL = load();
+
+        private static List<SequenceAlgorithm> load() {
+            List<SequenceAlgorithm> all = new ArrayList<>();
+            for (SequenceAlgorithm a : ServiceLoader.load(SequenceAlgorithm.class, SequenceAlgorithm.class
+                    .getClassLoader())) {
+                if (all.contains(a)) {
+                    throw new IllegalStateException("two sequence-parallel algorithms are named " + a.name());
+                }
+                all.add(a);
+            }
+            return List.copyOf(all);
+        }
+    }
+
+    /** The known algorithms, in the order of the services file. */
+    public static List<SequenceAlgorithm> all() {
+        return Registry.ALL;
     }
 
     /**
@@ -180,8 +143,8 @@ public enum SequenceAlgorithm {
      * @throws IllegalArgumentException naming the known algorithms
      */
     public static SequenceAlgorithm byName(String name) {
-        for (SequenceAlgorithm a : values()) {
-            if (a.cliName.equalsIgnoreCase(name.strip())) {
+        for (SequenceAlgorithm a : all()) {
+            if (a.name().equalsIgnoreCase(name.strip())) {
                 return a;
             }
         }
@@ -191,17 +154,202 @@ public enum SequenceAlgorithm {
 
     /** The known names, comma-separated. */
     public static String names() {
-        List<String> names = new ArrayList<>();
-        for (SequenceAlgorithm a : values()) {
-            names.add(a.cliName);
-        }
-        return String.join(", ", names);
+        return all().stream().map(SequenceAlgorithm::name).collect(Collectors.joining(", "));
     }
 
-    private void requireLayout(SequenceLayout got, SequenceLayout needed, String why) {
-        if (got != needed) {
-            throw new IllegalArgumentException(cliName + " needs the " + needed.name().toLowerCase(Locale.ROOT)
-                    + " layout (" + why + "), got " + got.name().toLowerCase(Locale.ROOT));
+    /** The names of the softmax (or the linear) algorithms, comma-separated. */
+    public static String names(boolean softmax) {
+        return all().stream().filter(a -> a.softmax() == softmax).map(SequenceAlgorithm::name)
+                .collect(Collectors.joining(", "));
+    }
+
+    /** The linear-attention algorithm a trainer runs for linear layers: the first one listed. */
+    public static SequenceAlgorithm linearDefault() {
+        return all().stream().filter(a -> !a.softmax()).findFirst()
+                .orElseThrow(() -> new IllegalStateException("no linear-attention algorithm is listed"));
+    }
+
+    /** The name {@code --algo} and {@code --strategy} take. */
+    public abstract String name();
+
+    /** The paper, section and algorithm it follows, for docs and reports. */
+    public abstract String source();
+
+    /** One line for help texts. */
+    public abstract String description();
+
+    /** Softmax attention (O and LSE) rather than linear attention (O only). */
+    public boolean softmax() {
+        return true;
+    }
+
+    /** The options it takes beyond the common settings; none unless overridden. */
+    public List<Option> options() {
+        return List.of();
+    }
+
+    /**
+     * The value an option takes when the settings do not give it, for P workers.
+     *
+     * @throws IllegalArgumentException for an option this algorithm does not take
+     */
+    public double defaultOption(String name, int workers) {
+        throw new IllegalArgumentException(name() + " takes no option '" + name + "'");
+    }
+
+    /** An option's value in {@code s}: given, or its default. */
+    public final double option(Settings s, String name) {
+        Double v = s.options().get(name);
+        return v != null ? v : defaultOption(name, s.workers());
+    }
+
+    /** The layout this algorithm uses when none is asked for. */
+    public abstract SequenceLayout defaultLayout(boolean causal);
+
+    /** The layouts it accepts; all unless overridden. */
+    public Set<SequenceLayout> layouts() {
+        return EnumSet.allOf(SequenceLayout.class);
+    }
+
+    /** Why it needs its layouts (e.g. "the chain of algorithm 2"), for the refusal of another. */
+    protected String layoutReason() {
+        return "";
+    }
+
+    /** The layout of {@code s}: its own, or the default. */
+    public final SequenceLayout layout(Settings s) {
+        return s.layout() == null ? defaultLayout(s.causal()) : s.layout();
+    }
+
+    /**
+     * Checks what only this algorithm knows (after the common checks); nothing unless overridden.
+     *
+     * @throws IllegalArgumentException naming what was expected and what came
+     */
+    protected void check(Settings s) {
+    }
+
+    /**
+     * Checks a configuration without communicating: every worker (and a launcher) can call it first.
+     *
+     * @throws IllegalArgumentException naming what was expected and what came, in one line
+     */
+    public final void validate(Settings s) {
+        String name = name() + ": ";
+        if (s.workers() < 1) {
+            throw new IllegalArgumentException(name + "workers must be >= 1, got " + s.workers());
         }
+        if (s.heads() > 0 && (s.kvHeads() < 1 || s.heads() % s.kvHeads() != 0)) {
+            throw new IllegalArgumentException(name + "H = " + s.heads() + " query heads must be a multiple of Hkv = "
+                    + s.kvHeads());
+        }
+        if (s.window() < 0) {
+            throw new IllegalArgumentException(name + "window must be >= 0, got " + s.window());
+        }
+        if (!softmax() && s.window() != 0) {
+            throw new IllegalArgumentException(name + "linear attention has no sliding window, got window "
+                    + s.window());
+        }
+        for (Map.Entry<String, Double> o : s.options().entrySet()) {
+            Option known = options().stream().filter(x -> x.name().equals(o.getKey())).findFirst().orElse(null);
+            if (known == null) {
+                String takers = all().stream().filter(a -> a.options().stream().anyMatch(x -> x.name()
+                        .equals(o.getKey()))).map(SequenceAlgorithm::name).collect(Collectors.joining(", "));
+                throw new IllegalArgumentException(name + "takes no option '" + o.getKey() + "'"
+                        + (takers.isEmpty() ? "" : " (" + takers + " does)"));
+            }
+            double v = o.getValue();
+            if (known.integer() && (Double.isNaN(v) || v != Math.rint(v))) {
+                throw new IllegalArgumentException(name + o.getKey() + " must be a whole number, got " + v);
+            }
+        }
+        SequenceLayout layout = layout(s);
+        if (!layouts().contains(layout)) {
+            String needed = layouts().stream().map(l -> l.name().toLowerCase(Locale.ROOT))
+                    .collect(Collectors.joining(" or "));
+            throw new IllegalArgumentException(name() + " needs the " + needed + " layout"
+                    + (layoutReason().isEmpty() ? "" : " (" + layoutReason() + ")") + ", got "
+                    + layout.name().toLowerCase(Locale.ROOT));
+        }
+        check(s);
+        int parts = layout == SequenceLayout.ZIGZAG ? 2 * s.workers() : s.workers();
+        if (s.length() < parts || s.length() % parts != 0) {
+            throw new IllegalArgumentException(name + "N = " + s.length() + " must be a positive multiple of "
+                    + parts + " for the " + layout.name().toLowerCase(Locale.ROOT) + " layout over " + s.workers()
+                    + " workers");
+        }
+    }
+
+    /** How many collective channels one instance takes from {@link Channels#SEQUENCE}. */
+    public abstract int channels();
+
+    /**
+     * This worker's instance on its own channels, after {@link #validate}.
+     *
+     * @param transport all P ranks, rank order = shard order
+     * @param channels  the {@link #channels()} channels it may use
+     * @param s         valid settings
+     */
+    protected abstract SequenceParallelAttention<?> build(Transport transport, Channels channels, Settings s);
+
+    /**
+     * This worker's instance.
+     *
+     * @param transport the job's transport: all P ranks, rank order = shard order
+     * @throws IllegalArgumentException if the settings are invalid or do not match the transport
+     */
+    public final SequenceParallelAttention<?> create(Transport transport, Settings s) {
+        validate(s);
+        if (transport.worldSize() != s.workers()) {
+            throw new IllegalArgumentException(name() + ": the transport has " + transport.worldSize()
+                    + " ranks, the settings say P = " + s.workers());
+        }
+        return build(transport, Channels.SEQUENCE.take(channels()), s);
+    }
+
+    /**
+     * This worker's instance for a linear attention layer with its own op and decay (linear algorithms only).
+     *
+     * @param channels the channels it may use
+     * @throws UnsupportedOperationException for a softmax algorithm
+     */
+    public SequenceParallelLinearAttention<?> createLinear(Transport transport, Channels channels, LinearAttention op,
+                                                           Decay decay, boolean causal) {
+        throw new UnsupportedOperationException(name() + " is softmax attention; linear layers need "
+                + names(false));
+    }
+
+    /**
+     * The bytes rank {@code rank} sends in each pass with valid settings {@code s} (no sliding window), for
+     * shards of the sizes {@code x}: what the transport counts, exactly.
+     */
+    public abstract Volume volume(Settings s, ShardBytes x, int rank);
+
+    /**
+     * Its alpha-beta cost model for the planner ({@code attn4j plan}): the forward and backward schedules of
+     * messages and compute it runs on a problem, for each configuration worth pricing.
+     *
+     * @param options options to price as given (e.g. WallFacer's {@code team}); missing ones may be searched
+     */
+    public abstract AlgorithmModel costModel(Map<String, Double> options);
+
+    /** A short name of the configuration it runs with {@code s}, for benchmark rows (e.g. "C=2", "zigzag"). */
+    public String configuration(Settings s) {
+        return layout(s).name().toLowerCase(Locale.ROOT);
+    }
+
+    @Override
+    public final boolean equals(Object o) {
+        return o instanceof SequenceAlgorithm a && a.name().equals(name());
+    }
+
+    @Override
+    public final int hashCode() {
+        return name().hashCode();
+    }
+
+    @Override
+    public String toString() {
+        return name();
     }
 }

@@ -8,6 +8,7 @@ import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.AttentionShapes;
 import org.attn4j.ops.flash.FlashAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -78,6 +79,10 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
     @Override
     public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int p = comm.group().size();
+        int[] mine = layout.positions(comm.group().index(), p, length);
+        // Shapes first: a bad shard is refused here, before anything is sent.
+        AttentionShapes.of("UlyssesAttention", q, k, v, AttentionMask.builder().queryPositions(mine)
+                .keyPositions(mine).build());
         if (q.size(1) % p != 0 || k.size(1) % p != 0) {
             throw new IllegalArgumentException("UlyssesAttention: " + p + " workers, but q has " + q.size(1)
                     + " heads and k has " + k.size(1) + "; Ulysses gives each worker whole heads, so the number of "

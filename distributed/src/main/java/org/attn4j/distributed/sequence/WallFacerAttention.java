@@ -3,6 +3,7 @@ package org.attn4j.distributed.sequence;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
@@ -13,6 +14,7 @@ import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionMerge;
 import org.attn4j.ops.flash.AttentionOutput;
+import org.attn4j.ops.flash.AttentionShapes;
 import org.attn4j.ops.flash.FlashAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -78,6 +80,15 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
      */
     public WallFacerAttention(Transport transport, int c, SequenceLayout layout, int length, boolean causal,
                               int window) {
+        this(transport, Channels.SEQUENCE, c, layout, length, causal, window);
+    }
+
+    /**
+     * As {@link #WallFacerAttention(Transport, int, SequenceLayout, int, boolean, int)} on the first two channels of
+     * a block (the world's ring, the teams).
+     */
+    public WallFacerAttention(Transport transport, Channels channels, int c, SequenceLayout layout, int length,
+                              boolean causal, int window) {
         int p = transport.worldSize();
         if (c < 1 || p % (c * c) != 0) {
             throw new IllegalArgumentException("WallFacerAttention: team size C = " + c + " with " + p
@@ -90,12 +101,12 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         this.local = transport.rank() % c;
         this.layout = layout;
         this.length = length;
-        this.world = Communicator.of(transport, Group.world(transport), 3);
+        this.world = channels.world(transport, 0);
         int[] members = new int[c];
         for (int i = 0; i < c; i++) {
             members[i] = team * c + i;
         }
-        this.teamComm = Communicator.of(transport, Group.of(transport, members), 1);
+        this.teamComm = Communicator.of(transport, Group.of(transport, members), channels.get(1));
         this.teamPositions = positionsOfTeam(team);
         this.mask = AttentionMask.builder().causal(causal).window(window).build();
     }
@@ -103,6 +114,10 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
     /** The forward pass on this worker's shards; returns its (O, LSE) and keeps nothing. */
     @Override
     public RingAttention.Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
+        int[] own = layout.positions(world.group().index(), world.group().size(), length);
+        // Shapes first: a bad shard is refused here, before anything is sent.
+        AttentionShapes.of("WallFacerAttention", q, k, v, AttentionMask.builder().queryPositions(own)
+                .keyPositions(own).build());
         INDArray qTeam = gather(q);
         INDArray kvTeam = Nd4j.stack(0, gather(k), gather(v));
         int[] source = {initialSource()};

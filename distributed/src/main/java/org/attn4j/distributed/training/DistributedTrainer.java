@@ -4,8 +4,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  * same steps as one process fitting the whole batches ({@code net.fit(batch)}): same scores, same parameters.
  * <pre>
  *   DistributedTrainer t = DistributedTrainer.builder(net, transport)
- *           .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
+ *           .strategy(ParallelStrategy.sequence("ring", 2).withDataParallel(2)
  *                   .withZero(ZeroStage.GRADIENTS))
  *           .listeners(new ScoreIterationListener(10))
  *           .build();
@@ -58,8 +58,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class DistributedTrainer {
 
-    /** The communicator channel of the trainer's own collectives (the attention algorithms use lower ones). */
-    private static final int CHANNEL = 16;
 
     /** Steps between the progress lines rank 0 logs, unless {@link Builder#logEvery} says otherwise. */
     public static final int DEFAULT_LOG_EVERY = 100;
@@ -118,7 +116,7 @@ public final class DistributedTrainer {
         for (int i = 0; i < s; i++) {
             sequenceMembers[i] = dataIndex * s + i;
         }
-        this.world = Communicator.of(transport, Group.world(transport), CHANNEL);
+        this.world = Channels.TRAINER.world(transport, 0);
         this.paramCount = net.params().length();
         if (paramCount < w) {
             throw new IllegalArgumentException("DistributedTrainer: a network of " + paramCount + " parameters "
@@ -259,7 +257,7 @@ public final class DistributedTrainer {
                 throw new IllegalArgumentException("DistributedTrainer: no transport");
             }
             if (strategy == null) {
-                strategy = ParallelStrategy.sequence(org.attn4j.distributed.sequence.SequenceAlgorithm.RING,
+                strategy = ParallelStrategy.sequence("ring",
                         transport.worldSize());
             }
             return new DistributedTrainer(this);

@@ -4,9 +4,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.function.Function;
 
-import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Group;
-import org.attn4j.distributed.sequence.LaspAttention;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
@@ -31,7 +30,6 @@ final class SequenceShardContext implements SequenceParallel.Context {
     private final int length;
     private final int[] positions;
     private final Map<String, SequenceParallelAttention<?>> softmax = new HashMap<>();
-    private Communicator linearComm;
     private final Function<INDArray, SequenceParallel.ParameterUse> parameters;
 
     /**
@@ -70,26 +68,28 @@ final class SequenceShardContext implements SequenceParallel.Context {
 
     @Override
     public SequenceParallelAttention<?> softmax(boolean causal, int window) {
-        if (strategy.algorithm() == SequenceAlgorithm.LASP) {
-            throw new IllegalStateException("the strategy's algorithm is lasp, which is linear attention; a softmax "
-                    + "attention layer needs ring, wallfacer, attention2d, attention2d-overlap or ulysses");
+        SequenceAlgorithm algorithm = strategy.algorithm();
+        if (!algorithm.softmax()) {
+            throw new IllegalStateException("the strategy's algorithm is " + algorithm.name() + ", which is linear "
+                    + "attention; a softmax attention layer needs " + SequenceAlgorithm.names(true));
         }
-        return softmax.computeIfAbsent(causal + "/" + window, key -> strategy.algorithm().create(group,
-                new SequenceAlgorithm.Settings(group.worldSize(), length, 0, 0, causal, window, layout,
-                        strategy.team(), 1.0)));
+        return softmax.computeIfAbsent(causal + "/" + window, key -> algorithm.create(group,
+                strategy.settings(length, causal, window).withLayout(layout)));
     }
 
     @Override
     public SequenceParallelLinearAttention<?> linear(LinearAttention op, Decay decay, boolean causal) {
-        if (layout != SequenceLayout.CONTIGUOUS) {
-            throw new IllegalStateException("linear attention runs LASP, whose state chain needs the contiguous "
-                    + "layout; this run shards sequences " + layout.name().toLowerCase(java.util.Locale.ROOT)
-                    + " (set the strategy's layout to CONTIGUOUS)");
+        SequenceAlgorithm algorithm = strategy.algorithm().softmax() ? SequenceAlgorithm.linearDefault()
+                : strategy.algorithm();
+        if (!algorithm.layouts().contains(layout)) {
+            throw new IllegalStateException("linear attention runs " + algorithm.name() + ", which needs the "
+                    + algorithm.defaultLayout(causal).name().toLowerCase(java.util.Locale.ROOT) + " layout; this run "
+                    + "shards sequences " + layout.name().toLowerCase(java.util.Locale.ROOT) + " (set the strategy's "
+                    + "layout)");
         }
-        if (linearComm == null) {
-            linearComm = Communicator.of(group, Group.world(group), 8);
-        }
-        return new LaspAttention(linearComm, decay, causal, op);
+        // Beside a softmax algorithm the linear layers take their own channels; alone, the algorithm's.
+        Channels channels = strategy.algorithm().softmax() ? Channels.LINEAR_LAYERS : Channels.SEQUENCE;
+        return algorithm.createLinear(group, channels.take(algorithm.channels()), op, decay, causal);
     }
 
     @Override

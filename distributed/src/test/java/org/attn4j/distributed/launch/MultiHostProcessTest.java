@@ -78,9 +78,9 @@ class MultiHostProcessTest {
             assertTrue(out.stream().anyMatch(l -> l.startsWith(endpoint)), "rank " + rank + " binds its host's "
                     + "address, not loopback\n" + output);
         }
-        for (SequenceAlgorithm a : SequenceAlgorithm.values()) {
-            long ok = out.stream().filter(l -> l.contains("VERDICT " + a.cliName() + " OK")).count();
-            assertEquals(HOSTS, ok, a.cliName() + ": every rank must report OK\n" + output);
+        for (SequenceAlgorithm a : SequenceAlgorithm.all()) {
+            long ok = out.stream().filter(l -> l.contains("VERDICT " + a.name() + " OK")).count();
+            assertEquals(HOSTS, ok, a.name() + ": every rank must report OK\n" + output);
         }
     }
 
@@ -163,7 +163,7 @@ class MultiHostProcessTest {
                 + "token")), output);
         assertTrue(out.stream().anyMatch(l -> l.startsWith("[rank 0]") && l.contains("refused 1 registration(s) "
                 + "with a wrong job token")), output);
-        assertEquals(HOSTS * SequenceAlgorithm.values().length, out.stream().filter(l -> l.contains("VERDICT")
+        assertEquals(HOSTS * SequenceAlgorithm.all().size(), out.stream().filter(l -> l.contains("VERDICT")
                 && l.contains(" OK ")).count(), output);
     }
 

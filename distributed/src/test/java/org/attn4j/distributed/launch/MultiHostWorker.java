@@ -61,16 +61,17 @@ public final class MultiHostWorker {
             LinearAttentionOutput lw = LinearAttention.defaults().forward(q, kFull, vFull, Decay.of(0.95), true, null);
             LinearAttentionGradients lwg = LinearAttention.defaults().backward(q, kFull, vFull, Decay.of(0.95), true,
                     null, g, null, lw.cache());
-            for (SequenceAlgorithm a : SequenceAlgorithm.values()) {
-                boolean mha = a == SequenceAlgorithm.ULYSSES || a == SequenceAlgorithm.LASP;
-                int team = a == SequenceAlgorithm.WALLFACER && p % 4 == 0 ? 2 : 1;
-                SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(p, N, 4, mha ? 4 : 2, true, 0, null,
-                        team, a.softmax() ? 1.0 : 0.95);
+            for (SequenceAlgorithm a : SequenceAlgorithm.all()) {
+                boolean mha = a == SequenceAlgorithm.byName("ulysses") || a == SequenceAlgorithm.byName("lasp");
+                int team = a == SequenceAlgorithm.byName("wallfacer") && p % 4 == 0 ? 2 : 1;
+                SequenceAlgorithm.Settings plain = SequenceAlgorithm.Settings.of(p, N, true).withHeads(4, mha ? 4 : 2);
+                SequenceAlgorithm.Settings s = a.name().equals("wallfacer") ? plain.withOption("team", team)
+                        : a.softmax() ? plain : plain.withOption("decay", 0.95);
                 a.validate(s);
                 SequenceLayout l = a.layout(s);
                 INDArray kk = mha ? kFull : k;
                 INDArray vv = mha ? vFull : v;
-                INDArray[] expected = a == SequenceAlgorithm.LASP ? new INDArray[] {lw.output(), lwg.dq(), lwg.dk(),
+                INDArray[] expected = a == SequenceAlgorithm.byName("lasp") ? new INDArray[] {lw.output(), lwg.dq(), lwg.dk(),
                         lwg.dv()} : mha ? new INDArray[] {wholeMha.output(), wgMha.dq(), wgMha.dk(), wgMha.dv()}
                         : new INDArray[] {whole.output(), wg.dq(), wg.dk(), wg.dv()};
                 ok &= run(a, a.create(t, s), l, r, p, q, kk, vv, g, a.softmax() ? scale : 1.0, expected);
@@ -94,6 +95,6 @@ public final class MultiHostWorker {
         for (int i = 0; i < 4; i++) {
             errors[i] = err(got[i], l.shard(expected[i], r, p));
         }
-        return verdict(a.cliName(), errors);
+        return verdict(a.name(), errors);
     }
 }

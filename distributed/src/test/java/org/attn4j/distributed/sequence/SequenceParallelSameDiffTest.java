@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.autodiff.validation.GradCheckUtil;
@@ -60,22 +60,23 @@ class SequenceParallelSameDiffTest {
     }
 
     @ParameterizedTest
-    @EnumSource(SequenceAlgorithm.class)
+    @MethodSource("org.attn4j.distributed.sequence.SequenceTesting#algorithms")
     void sameDiffGraphsOnEveryRankEqualSingleDeviceAttention(SequenceAlgorithm algorithm) throws Exception {
         int p = 4;
         long heads = 4;
-        long kvHeads = algorithm == SequenceAlgorithm.ULYSSES ? 4 : 2;
-        SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(p, N, heads, kvHeads, true, 0, null,
-                algorithm == SequenceAlgorithm.WALLFACER ? 2 : 1, 0.9);
+        long kvHeads = algorithm == SequenceAlgorithm.byName("ulysses") ? 4 : 2;
+        SequenceAlgorithm.Settings plain = SequenceAlgorithm.Settings.of(p, N, true).withHeads(heads, kvHeads);
+        SequenceAlgorithm.Settings s = algorithm.name().equals("wallfacer") ? plain.withOption("team", 2)
+                : algorithm.name().equals("lasp") ? plain.withOption("decay", 0.9) : plain;
         SequenceLayout layout = algorithm.layout(s);
-        long seed = 40 + algorithm.ordinal();
+        long seed = 40 + SequenceAlgorithm.all().indexOf(algorithm);
         INDArray q = randn(seed, DataType.DOUBLE, 2, heads, N, 8);
         INDArray k = randn(seed + 1, DataType.DOUBLE, 2, kvHeads, N, 8);
         INDArray v = randn(seed + 2, DataType.DOUBLE, 2, kvHeads, N, 8);
         INDArray g = randn(seed + 3, DataType.DOUBLE, 2, heads, N, 8);
 
         INDArray[] expected;
-        if (algorithm == SequenceAlgorithm.LASP) {      // linear attention on scaled queries
+        if (algorithm == SequenceAlgorithm.byName("lasp")) {      // linear attention on scaled queries
             LinearAttention op = LinearAttention.defaults();
             INDArray qs = q.mul(SCALE);
             LinearAttentionOutput f = op.forward(qs, k, v, Decay.of(0.9), true, null);
@@ -106,10 +107,10 @@ class SequenceParallelSameDiffTest {
         DataType saved = Nd4j.dataType();
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
         try {
-            for (SequenceAlgorithm algorithm : List.of(SequenceAlgorithm.RING, SequenceAlgorithm.LASP)) {
+            for (SequenceAlgorithm algorithm : List.of(SequenceAlgorithm.byName("ring"), SequenceAlgorithm.byName("lasp"))) {
                 InJvmTransport t = InJvmTransport.group(1, Duration.ofSeconds(20)).get(0);
                 try {
-                    SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(1, 6, 2, 1, true, 0, null, 1, 0.9);
+                    SequenceAlgorithm.Settings s = SequenceAlgorithm.Settings.of(1, 6, true).withHeads(2, 1);
                     SameDiff sd = SameDiff.create();
                     SDVariable out = SDAttention.sequenceParallel(sd.var("q", randn(1, DataType.DOUBLE, 1, 2, 6, 3)),
                             sd.var("k", randn(2, DataType.DOUBLE, 1, 1, 6, 3)),
@@ -130,16 +131,16 @@ class SequenceParallelSameDiffTest {
     void savedGraphRunsAgainOnceBound(@TempDir Path dir) throws Exception {
         InJvmTransport t = InJvmTransport.group(1, Duration.ofSeconds(20)).get(0);
         try {
-            SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(1, 8, 2, 2, true, 0, null, 1, 0.9);
+            SequenceAlgorithm.Settings s = SequenceAlgorithm.Settings.of(1, 8, true).withHeads(2, 2);
             SameDiff sd = SameDiff.create();
             SDAttention.sequenceParallel(sd.var("q", randn(5, DataType.DOUBLE, 1, 2, 8, 4)),
                     sd.var("k", randn(6, DataType.DOUBLE, 1, 2, 8, 4)),
-                    sd.var("v", randn(7, DataType.DOUBLE, 1, 2, 8, 4)), SequenceAlgorithm.RING.create(t, s)).build("o");
+                    sd.var("v", randn(7, DataType.DOUBLE, 1, 2, 8, 4)), SequenceAlgorithm.byName("ring").create(t, s)).build("o");
             INDArray before = sd.output(Collections.emptyMap(), "o").get("o");
             File file = dir.resolve("sp.fb").toFile();
             sd.save(file, false);
             SameDiff loaded = SDAttention.load(file, false);
-            assertEquals(1, SDAttention.bind(loaded, SequenceAlgorithm.RING.create(t, s)));
+            assertEquals(1, SDAttention.bind(loaded, SequenceAlgorithm.byName("ring").create(t, s)));
             assertEquals(before, loaded.output(Collections.emptyMap(), "o").get("o"));
         } finally {
             t.close();

@@ -61,6 +61,11 @@ final class SequenceTesting {
         }
     }
 
+    /** Every listed sequence-parallel algorithm, for parameterized tests. */
+    static java.util.stream.Stream<SequenceAlgorithm> algorithms() {
+        return SequenceAlgorithm.all().stream();
+    }
+
     /** A seeded Gaussian array of the given type. */
     static INDArray randn(long seed, DataType type, long... shape) {
         return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);

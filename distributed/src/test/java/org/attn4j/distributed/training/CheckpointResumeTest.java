@@ -33,7 +33,7 @@ import org.nd4j.linalg.factory.Nd4j;
 class CheckpointResumeTest {
 
     private static final int STEPS = 20;
-    private static final ParallelStrategy STRATEGY = ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)
+    private static final ParallelStrategy STRATEGY = ParallelStrategy.sequence("ring", 2)
             .withDataParallel(2).withZero(ZeroStage.GRADIENTS);
 
     @TempDir
@@ -85,7 +85,7 @@ class CheckpointResumeTest {
         assertRefused(() -> TrainingFixtures.onWorkers(4, t -> DistributedTrainer.builder(
                 TrainingFixtures.gpt(DataType.DOUBLE, false, 1, 3), t).strategy(STRATEGY).checkpoints(ck, 5)
                 .run("run").resume(true).build()), "of another model");
-        assertRefused(() -> train(ck, 6, true, ParallelStrategy.sequence(SequenceAlgorithm.RING, 2), "run"),
+        assertRefused(() -> train(ck, 6, true, ParallelStrategy.sequence("ring", 2), "run"),
                 "written by 4 workers");
         try (Stream<Path> files = Files.list(ck)) {
             assertEquals(2, files.count(), "a refused run writes nothing: still step-000005 and its manifest");
@@ -96,7 +96,7 @@ class CheckpointResumeTest {
     void refusesBatchesThatDoNotSplitBeforeAnyCommunication() throws Exception {
         List<Throwable> errors = TrainingFixtures.onWorkers(4, t -> {
             DistributedTrainer trainer = DistributedTrainer.builder(TrainingFixtures.gpt(DataType.DOUBLE, false, 2,
-                    3), t).strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)).build();
+                    3), t).strategy(ParallelStrategy.sequence("ring", 2).withDataParallel(2)).build();
             Throwable oddBatch = assertThrows(IllegalArgumentException.class,
                     () -> trainer.fit(TrainingFixtures.batches(DataType.DOUBLE, 1, 3, 16, 1).get(0)));
             Throwable oddLength = assertThrows(IllegalArgumentException.class,

@@ -102,13 +102,13 @@ public class DistributedTrainerParityTest {
 
     static ParallelStrategy strategy(String name, int sp) {
         return switch (name) {
-            case "ring" -> ParallelStrategy.sequence(SequenceAlgorithm.RING, sp).withLayout(SequenceLayout.CONTIGUOUS);
-            case "ring-zigzag" -> ParallelStrategy.sequence(SequenceAlgorithm.RING, sp)
+            case "ring" -> ParallelStrategy.sequence("ring", sp).withLayout(SequenceLayout.CONTIGUOUS);
+            case "ring-zigzag" -> ParallelStrategy.sequence("ring", sp)
                     .withLayout(SequenceLayout.ZIGZAG);
-            case "wallfacer" -> ParallelStrategy.sequence(SequenceAlgorithm.WALLFACER, sp).withTeam(sp == 4 ? 2 : 1);
-            case "attention2d" -> ParallelStrategy.sequence(SequenceAlgorithm.ATTENTION2D, sp);
-            case "lasp" -> ParallelStrategy.sequence(SequenceAlgorithm.LASP, sp);
-            case "ulysses" -> ParallelStrategy.sequence(SequenceAlgorithm.ULYSSES, sp);   // Hkv = H: P must divide it
+            case "wallfacer" -> ParallelStrategy.sequence("wallfacer", sp).withOption("team", sp == 4 ? 2 : 1);
+            case "attention2d" -> ParallelStrategy.sequence("attention2d", sp);
+            case "lasp" -> ParallelStrategy.sequence("lasp", sp);
+            case "ulysses" -> ParallelStrategy.sequence("ulysses", sp);   // Hkv = H: P must divide it
             default -> throw new IllegalArgumentException(name);
         };
     }

@@ -58,7 +58,7 @@ class DistributedTrainerTest {
             single.fit(batches.get(i));
             expected[i] = single.score();
         }
-        ParallelStrategy s = ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
+        ParallelStrategy s = ParallelStrategy.sequence("ring", 2).withDataParallel(2)
                 .withZero(ZeroStage.GRADIENTS);
         List<double[]> curves = TrainingFixtures.onWorkers(4, t -> {
             DistributedTrainer trainer = DistributedTrainer.builder(graph(), t).strategy(s).build();
@@ -82,7 +82,7 @@ class DistributedTrainerTest {
         List<List<double[]>> seen = TrainingFixtures.onWorkers(2, t -> {
             List<double[]> events = new ArrayList<>();
             DistributedTrainer trainer = DistributedTrainer.builder(TrainingFixtures.gpt(DataType.DOUBLE, false, 2,
-                    3), t).strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)).listeners(
+                    3), t).strategy(ParallelStrategy.sequence("ring", 2)).listeners(
                     new BaseTrainingListener() {
                         @Override
                         public void iterationDone(Model model, int iteration, int epoch) {
@@ -111,7 +111,7 @@ class DistributedTrainerTest {
                         .nIn(4).nOut(5).build()).build());
         net.init();
         List<String> messages = TrainingFixtures.onWorkers(1, t -> assertThrows(IllegalArgumentException.class,
-                () -> DistributedTrainer.builder(net, t).strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING,
+                () -> DistributedTrainer.builder(net, t).strategy(ParallelStrategy.sequence(SequenceAlgorithm.byName("ring"),
                         1)).build()).getMessage());
         assertTrue(messages.get(0).contains("regularization"), messages.get(0));
     }

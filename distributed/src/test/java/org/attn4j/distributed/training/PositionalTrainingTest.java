@@ -49,9 +49,9 @@ class PositionalTrainingTest {
     /** Ring attention over zigzag shards at (DP 1, SP 4); ATTENTION2D over striped shards at (DP 2, SP 2). */
     static Stream<Arguments> strategies() {
         return Stream.of(
-                Arguments.of(ParallelStrategy.sequence(SequenceAlgorithm.RING, 4).withLayout(SequenceLayout.ZIGZAG),
+                Arguments.of(ParallelStrategy.sequence("ring", 4).withLayout(SequenceLayout.ZIGZAG),
                         SequenceLayout.ZIGZAG),
-                Arguments.of(ParallelStrategy.sequence(SequenceAlgorithm.ATTENTION2D, 2).withDataParallel(2),
+                Arguments.of(ParallelStrategy.sequence("attention2d", 2).withDataParallel(2),
                         SequenceLayout.STRIPED));
     }
 

@@ -37,7 +37,7 @@ class TrainerLoggingTest {
             TrainingFixtures.onWorkers(2, t -> {
                 MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, false, 2, 13);
                 DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                        .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)).logEvery(2)
+                        .strategy(ParallelStrategy.sequence("ring", 2)).logEvery(2)
                         .listeners(new ScoreIterationListener(1), new PerformanceListener(1, true)).build();
                 for (DataSet b : batches) {
                     trainer.fit(b);

@@ -32,7 +32,7 @@ public final class TrainingWorker {
         ParallelStrategy strategy = args.length > 3
                 ? DistributedTrainerParityTest.strategy(name, Integer.parseInt(args[5]))
                         .withDataParallel(Integer.parseInt(args[4])).withZero(ZeroStage.valueOf(args[6]))
-                : ParallelStrategy.sequence(SequenceAlgorithm.RING, 2).withDataParallel(2)
+                : ParallelStrategy.sequence("ring", 2).withDataParallel(2)
                         .withZero(ZeroStage.GRADIENTS);
         boolean linear = name.equals("lasp");
         int kvHeads = name.equals("ulysses") ? TrainingFixtures.HEADS : TrainingFixtures.HEADS / 2;

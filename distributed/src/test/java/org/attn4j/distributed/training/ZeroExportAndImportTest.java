@@ -42,7 +42,7 @@ class ZeroExportAndImportTest {
         List<INDArray> outputs = TrainingFixtures.onWorkers(4, t -> {
             MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, false, 2, 17);
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 4).withZero(zero))
+                    .strategy(ParallelStrategy.sequence("ring", 4).withZero(zero))
                     .checkpoints(ck, 2).build();
             for (DataSet b : batches) {
                 trainer.fit(b);
@@ -89,7 +89,7 @@ class ZeroExportAndImportTest {
             MultiLayerNetwork net = ModelSerializer.restoreMultiLayerNetwork(new java.io.ByteArrayInputStream(saved),
                     true);
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 2)
+                    .strategy(ParallelStrategy.sequence("ring", 2)
                             .withZero(ZeroStage.OPTIMIZER_STATE)).build();
             double[] c = new double[3];
             for (int i = 3; i < 6; i++) {

@@ -80,7 +80,7 @@ class ZeroListenersTest {
             net.setListeners(new ScoreIterationListener(1), new CheckpointListener.Builder(ck.toFile())
                     .saveEveryNEpochs(1).keepAll().deleteExisting(true).build());
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, 4).withZero(zero))
+                    .strategy(ParallelStrategy.sequence("ring", 4).withZero(zero))
                     .listeners(new BaseTrainingListener() {
                         @Override
                         public void iterationDone(Model model, int iteration, int epoch) {

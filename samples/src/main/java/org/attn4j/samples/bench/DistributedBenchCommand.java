@@ -132,8 +132,8 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     public Integer call() throws IOException, InterruptedException {
         Options.heap("--heap", heap);
         Options.outputDirectory("--out", out);
-        List<String> names = algos == null ? java.util.Arrays.stream(SequenceAlgorithm.values())
-                .map(SequenceAlgorithm::cliName).toList() : algos;
+        List<String> names = algos == null ? SequenceAlgorithm.all().stream().map(SequenceAlgorithm::name).toList()
+                : algos;
         for (String name : names) {
             try {
                 SequenceAlgorithm.byName(name);
@@ -335,15 +335,14 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     private String markdown(List<Row> rows, MachineInfo m, String command) {
         StringBuilder b = new StringBuilder(MarkdownSection.opening("Sequence-parallel attention over worker "
                 + "processes", command, m, String.format(Locale.ROOT, "Causal attention, float32, B = %d, H = %d, "
-                + "Hkv = %d, D = %d, each algorithm in its default layout (ring and WallFacer zigzag, ATTENTION2D "
-                + "striped, LASP and Ulysses contiguous; WallFacer with the largest team C whose square divides P); "
-                + "LASP runs linear attention with decay 0.99, a different op whose times do not compare with the "
+                + "Hkv = %d, D = %d, each algorithm in its default layout and options (the config column); "
+                + "linear-attention algorithms (%s) run a different op, whose times do not compare with the "
                 + "others'. %s. Time is the slowest rank's median of %d timed forward+backward passes after two "
                 + "untimed ones, with a barrier before each; bytes are what each rank's transport sent in one "
                 + "forward+backward pass (the largest rank, and the mean over ranks). When all workers share one "
                 + "machine's %d cores, times at P > 1 show an algorithm's overhead, not its scaling; the bytes do not "
                 + "depend on the machine and equal the formulas in docs/algorithms.md.", batch, heads, kvHeads, dim,
-                where, repeats, m.cores())));
+                SequenceAlgorithm.names(false), where, repeats, m.cores())));
         b.append("| algorithm | P | config | N | forward | backward | bytes / rank (max) | bytes / rank (mean) |\n"
                 + "|---|---:|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {

@@ -3,7 +3,6 @@ package org.attn4j.samples.bench;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
@@ -92,17 +91,9 @@ public final class DistributedBenchWorker {
         return rows;
     }
 
-    /** Causal attention; WallFacer with the largest team C whose square divides P; LASP with decay 0.99. */
+    /** Causal attention, every option at its default (WallFacer: the largest team C whose square divides P). */
     static SequenceAlgorithm.Settings settings(SequenceAlgorithm a, int p, int n, int h, int hkv) {
-        int team = 1;
-        if (a == SequenceAlgorithm.WALLFACER) {
-            for (int c = 1; c * c <= p; c++) {
-                if (p % (c * c) == 0) {
-                    team = c;
-                }
-            }
-        }
-        return new SequenceAlgorithm.Settings(p, n, h, hkv, true, 0, null, team, a.softmax() ? 1.0 : 0.99);
+        return SequenceAlgorithm.Settings.of(p, n, true).withHeads(h, hkv);
     }
 
     private static DistributedBenchCommand.RankRow measure(Transport t, Communicator world, SequenceAlgorithm a, SequenceAlgorithm.Settings s,
@@ -127,8 +118,7 @@ public final class DistributedBenchWorker {
                 bwd[r] = one[1];
             }
         }
-        String config = a == SequenceAlgorithm.WALLFACER ? "C=" + s.team() : layout.name().toLowerCase(Locale.ROOT);
-        return new DistributedBenchCommand.RankRow(a.cliName(), p, s.length(), t.rank(), config, median(fwd),
+        return new DistributedBenchCommand.RankRow(a.name(), p, s.length(), t.rank(), a.configuration(s), median(fwd),
                 median(bwd), bytes[0], bytes[1]);
     }
 

@@ -3,7 +3,6 @@ package org.attn4j.samples.bench;
 import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.training.DistributedTrainer;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
@@ -45,7 +44,7 @@ public final class ZeroBenchWorker {
             int w = t.worldSize();
             MultiLayerNetwork net = model.build();
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
-                    .strategy(ParallelStrategy.sequence(SequenceAlgorithm.RING, w).withZero(stage)).build();
+                    .strategy(ParallelStrategy.sequence("ring", w).withZero(stage)).build();
             for (int i = 0; i < steps; i++) {
                 trainer.fit(data);
             }

@@ -11,32 +11,18 @@ import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import picocli.CommandLine;
 
 /**
- * The algorithms {@code attn4j check --algo NAME} knows: the one-device ops, and the sequence-parallel
- * algorithms, which run over {@code --workers P} processes. Adding an op is one constant here and one
- * {@link CheckableAlgorithm}; adding a sequence-parallel algorithm is one constant here and one in
- * {@link SequenceAlgorithm}.
+ * The algorithms {@code attn4j check --algo NAME} knows: the one-device ops, and every sequence-parallel algorithm
+ * of {@link SequenceAlgorithm#all()}, which run over {@code --workers P} processes. Adding an op is one entry here
+ * and one {@link CheckableAlgorithm}; a sequence-parallel algorithm comes with its descriptor.
  */
-public enum CheckAlgorithm {
+public final class CheckAlgorithm {
 
     /** Exact FlashAttention-2 on one device. */
-    FLASH("flash", "exact FlashAttention-2 on one device", true, FlashCheck::new),
-
+    public static final CheckAlgorithm FLASH = new CheckAlgorithm("flash", "exact FlashAttention-2 on one device",
+            true, FlashCheck::new, null);
     /** Causal or non-causal linear attention with decay on one device (LASP's lightning form). */
-    LINEAR("linear", "linear attention with decay on one device", false, LinearCheck::new),
-
-    /** Ring attention (BurstAttention) over worker processes. */
-    RING(SequenceAlgorithm.RING, "ring attention (BurstAttention) over P worker processes"),
-    /** WallFacer multi-ring attention over worker processes. */
-    WALLFACER(SequenceAlgorithm.WALLFACER, "WallFacer multi-ring attention over P worker processes (--team C)"),
-    /** ATTENTION2D-NO over worker processes. */
-    ATTENTION2D(SequenceAlgorithm.ATTENTION2D, "ATTENTION2D (non-overlapping) over P worker processes"),
-    /** ATTENTION2D-O over worker processes. */
-    ATTENTION2D_OVERLAP(SequenceAlgorithm.ATTENTION2D_OVERLAP,
-            "ATTENTION2D with overlapped communication over P worker processes"),
-    /** LASP (linear attention) over worker processes. */
-    LASP(SequenceAlgorithm.LASP, "LASP linear attention over P worker processes"),
-    /** DeepSpeed-Ulysses over worker processes. */
-    ULYSSES(SequenceAlgorithm.ULYSSES, "Ulysses (all-to-all over heads) over P worker processes");
+    public static final CheckAlgorithm LINEAR = new CheckAlgorithm("linear",
+            "linear attention with decay on one device", false, LinearCheck::new, null);
 
     private final String cliName;
     private final String description;
@@ -44,20 +30,24 @@ public enum CheckAlgorithm {
     private final Supplier<CheckableAlgorithm> factory;
     private final SequenceAlgorithm sequence;
 
-    CheckAlgorithm(String cliName, String description, boolean softmax, Supplier<CheckableAlgorithm> factory) {
+    private CheckAlgorithm(String cliName, String description, boolean softmax, Supplier<CheckableAlgorithm> factory,
+                           SequenceAlgorithm sequence) {
         this.cliName = cliName;
         this.description = description;
         this.softmax = softmax;
         this.factory = factory;
-        this.sequence = null;
+        this.sequence = sequence;
     }
 
-    CheckAlgorithm(SequenceAlgorithm sequence, String description) {
-        this.cliName = sequence.cliName();
-        this.description = description;
-        this.softmax = sequence.softmax();
-        this.factory = null;
-        this.sequence = sequence;
+    private static CheckAlgorithm of(SequenceAlgorithm a) {
+        return new CheckAlgorithm(a.name(), a.description() + ", over P worker processes", a.softmax(), null, a);
+    }
+
+    /** The one-device ops, then the sequence-parallel algorithms in their listed order. */
+    public static List<CheckAlgorithm> values() {
+        List<CheckAlgorithm> all = new ArrayList<>(List.of(FLASH, LINEAR));
+        SequenceAlgorithm.all().forEach(a -> all.add(of(a)));
+        return all;
     }
 
     /** The sequence-parallel algorithm this runs over worker processes, or null for a one-device op. */
@@ -116,6 +106,16 @@ public enum CheckAlgorithm {
             names.add(a.cliName);
         }
         return String.join(", ", names);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof CheckAlgorithm a && a.cliName.equals(cliName);
+    }
+
+    @Override
+    public int hashCode() {
+        return cliName.hashCode();
     }
 
     @Override

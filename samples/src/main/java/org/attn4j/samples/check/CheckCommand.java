@@ -6,13 +6,16 @@ import java.nio.file.Path;
 import java.io.PrintWriter;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 import org.attn4j.distributed.launch.JobEnvironment;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -87,9 +90,9 @@ public final class CheckCommand implements Callable<Integer> {
             description = "Worker processes of a sequence-parallel algorithm (default: ${DEFAULT-VALUE}).")
     int workers;
 
-    @Option(names = "--team", paramLabel = "C", defaultValue = "1",
-            description = "WallFacer's team size C; C^2 must divide P (default: ${DEFAULT-VALUE}).")
-    int team;
+    @Option(names = "--team", paramLabel = "C",
+            description = "WallFacer's team size C; C^2 must divide P (default: the largest such C).")
+    Integer team;
 
     @Option(names = "--layout", paramLabel = "L",
             description = "Sequence layout of the workers' shards: contiguous, zigzag or striped (default: zigzag "
@@ -134,7 +137,7 @@ public final class CheckCommand implements Callable<Integer> {
         CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
 
         CheckableAlgorithm algorithm = algo.sequence() == null ? algo.create()
-                : new DistributedCheck(algo.sequence(), in, workers, team, layout, workerHeap,
+                : new DistributedCheck(algo.sequence(), in, workers, algorithmOptions(), layout, workerHeap,
                         Duration.ofMillis(Math.round(timeout * 1000)), line(spec.commandLine().getOut()),
                         line(spec.commandLine().getErr()), job.isPresent());
         PeakMemory.collectGarbage();
@@ -187,7 +190,7 @@ public final class CheckCommand implements Callable<Integer> {
     }
 
     private void checkOptionsFitAlgorithm() {
-        if (algo.sequence() == null && (workers != 1 || team != 1 || layout != null)) {
+        if (algo.sequence() == null && (workers != 1 || team != null || layout != null)) {
             throw new UserInputException("--workers, --team and --layout apply to the sequence-parallel algorithms ("
                     + sequenceNames() + "), not " + algo.cliName());
         }
@@ -210,14 +213,32 @@ public final class CheckCommand implements Callable<Integer> {
     }
 
     private static String sequenceNames() {
-        return Arrays.stream(CheckAlgorithm.values()).filter(a -> a.sequence() != null).map(CheckAlgorithm::cliName)
-                .collect(java.util.stream.Collectors.joining(", "));
+        return SequenceAlgorithm.names();
+    }
+
+    /**
+     * The sequence-parallel algorithm's own options from the flags that name them: {@code --team} (WallFacer) and
+     * {@code --decay} (for an algorithm that takes a decay); the descriptor refuses one it does not take.
+     */
+    private Map<String, Double> algorithmOptions() {
+        Map<String, Double> options = new LinkedHashMap<>();
+        if (team != null) {
+            options.put("team", team.doubleValue());
+        }
+        boolean takesDecay = algo.sequence().options().stream().anyMatch(o -> o.name().equals("decay"));
+        if (decay != null && takesDecay) {
+            options.put("decay", decay);
+        }
+        return options;
     }
 
     /** The workers' own figures: per-rank times, bytes and peak memory, and the layout they used. */
     private static void putDistributed(ObjectNode s, DistributedCheck d, CheckProblem p, double wallMs) {
         s.put("layout", d.layout(p).name().toLowerCase(Locale.ROOT));
-        s.put("team", d.settings(p).team());
+        SequenceAlgorithm.Settings settings = d.settings(p);
+        for (SequenceAlgorithm.Option o : d.algorithm().options()) {
+            s.put(o.name(), d.algorithm().option(settings, o.name()));
+        }
         s.put("wall_ms", wallMs);
         s.put("peak_bytes", d.reports().stream().mapToLong(DistributedCheck.RankReport::peakBytes).max().orElse(0));
         s.remove("peak_bytes_baseline");

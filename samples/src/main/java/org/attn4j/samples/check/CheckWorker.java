@@ -3,6 +3,8 @@ package org.attn4j.samples.check;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.Callable;
 
 import org.attn4j.distributed.collective.Communicator;
@@ -53,8 +55,9 @@ public final class CheckWorker implements Callable<Integer> {
     @Option(names = "--decay", defaultValue = "1")
     double decay;
 
-    @Option(names = "--team", defaultValue = "1")
-    int team;
+    /** The algorithm's own options, {@code --option team=2}. */
+    @Option(names = "--option")
+    Map<String, Double> options = new LinkedHashMap<>();
 
     @Option(names = "--layout")
     SequenceLayout layout;
@@ -74,7 +77,7 @@ public final class CheckWorker implements Callable<Integer> {
         CheckProblem p = CheckInputs.load(in, mask, scale, decay);
         SequenceAlgorithm a = SequenceAlgorithm.byName(algo);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
-            Shards shards = run(t, p, a, layout, team);
+            Shards shards = run(t, p, a, layout, options);
             Path dir = work.resolve("rank-" + t.rank());
             Files.createDirectories(dir);
             Npy.write(dir.resolve("o.npy"), shards.output());
@@ -114,10 +117,10 @@ public final class CheckWorker implements Callable<Integer> {
     }
 
     /** Takes this rank's shard of the problem and runs the forward and backward pass with the other ranks. */
-    static Shards run(AeronTransport t, CheckProblem p, SequenceAlgorithm a, SequenceLayout layout, int team) {
+    static Shards run(AeronTransport t, CheckProblem p, SequenceAlgorithm a, SequenceLayout layout,
+                      Map<String, Double> options) {
         SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(t.worldSize(), (int) p.q().size(2),
-                p.q().size(1), p.k().size(1), p.mask().isCausal(), (int) p.mask().window(), layout, team,
-                p.decay());
+                p.q().size(1), p.k().size(1), p.mask().isCausal(), (int) p.mask().window(), layout, options);
         SequenceLayout l = a.layout(s);
         int r = t.rank();
         int n = t.worldSize();

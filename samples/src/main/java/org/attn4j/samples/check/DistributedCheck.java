@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 
@@ -48,7 +49,7 @@ final class DistributedCheck implements CheckableAlgorithm {
     private final SequenceAlgorithm algorithm;
     private final Path in;
     private final int workers;
-    private final int team;
+    private final Map<String, Double> options;
     private final SequenceLayout layout;
     private final String heap;
     private final Duration timeout;
@@ -63,12 +64,13 @@ final class DistributedCheck implements CheckableAlgorithm {
      * A check of {@code workers} ranks: local worker processes, or with {@code asRank} this process as one rank of
      * a job a scheduler started (its transport from the environment, the other ranks on other hosts).
      */
-    DistributedCheck(SequenceAlgorithm algorithm, Path in, int workers, int team, SequenceLayout layout, String heap,
-                     Duration timeout, Consumer<String> out, Consumer<String> err, boolean asRank) {
+    DistributedCheck(SequenceAlgorithm algorithm, Path in, int workers, Map<String, Double> options,
+                     SequenceLayout layout, String heap, Duration timeout, Consumer<String> out, Consumer<String> err,
+                     boolean asRank) {
         this.algorithm = algorithm;
         this.in = in;
         this.workers = workers;
-        this.team = team;
+        this.options = Map.copyOf(options);
         this.layout = layout;
         this.heap = heap;
         this.timeout = timeout;
@@ -87,6 +89,11 @@ final class DistributedCheck implements CheckableAlgorithm {
         return workers;
     }
 
+    /** The sequence-parallel algorithm the workers ran. */
+    SequenceAlgorithm algorithm() {
+        return algorithm;
+    }
+
     /** The layout the workers used. */
     SequenceLayout layout(CheckProblem p) {
         return algorithm.layout(settings(p));
@@ -95,7 +102,7 @@ final class DistributedCheck implements CheckableAlgorithm {
     /** The settings of this check; validating them is the first thing {@link #forward} does. */
     SequenceAlgorithm.Settings settings(CheckProblem p) {
         return new SequenceAlgorithm.Settings(workers, (int) p.q().size(2), p.q().size(1), p.k().size(1),
-                p.mask().isCausal(), (int) p.mask().window(), layout, team, p.decay());
+                p.mask().isCausal(), (int) p.mask().window(), layout, options);
     }
 
     @Override
@@ -139,7 +146,7 @@ final class DistributedCheck implements CheckableAlgorithm {
      */
     private AttentionOutput runAsRank(CheckProblem p) {
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
-            CheckWorker.Shards mine = CheckWorker.run(t, p, algorithm, layout, team);
+            CheckWorker.Shards mine = CheckWorker.run(t, p, algorithm, layout, options);
             Communicator world = Communicator.world(t);
             SequenceLayout l = layout(p);
             INDArray o = l.unshard(world.allGather(mine.output()).toArray(INDArray[]::new));
@@ -180,9 +187,10 @@ final class DistributedCheck implements CheckableAlgorithm {
     }
 
     private void launch(CheckProblem p, SequenceAlgorithm.Settings s, Path work) throws IOException {
-        List<String> args = new ArrayList<>(List.of("--algo", algorithm.cliName(), "--in", in.toString(), "--work",
-                work.toString(), "--window", Integer.toString(s.window()), "--team", Integer.toString(team),
-                "--layout", algorithm.layout(s).name(), "--decay", Double.toString(p.decay())));
+        List<String> args = new ArrayList<>(List.of("--algo", algorithm.name(), "--in", in.toString(), "--work",
+                work.toString(), "--window", Integer.toString(s.window()), "--layout", algorithm.layout(s).name(),
+                "--decay", Double.toString(p.decay())));
+        options.forEach((name, value) -> args.addAll(List.of("--option", name + "=" + value)));
         if (s.causal()) {
             args.add("--causal");
         }
@@ -202,7 +210,7 @@ final class DistributedCheck implements CheckableAlgorithm {
             throw new IllegalStateException("interrupted while the check workers ran", e);
         }
         if (!result.succeeded()) {
-            throw new UserInputException(algorithm.cliName() + " on " + workers + " workers failed: " + result);
+            throw new UserInputException(algorithm.name() + " on " + workers + " workers failed: " + result);
         }
     }
 

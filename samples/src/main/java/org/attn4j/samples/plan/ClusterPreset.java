@@ -3,6 +3,8 @@ package org.attn4j.samples.plan;
 import java.util.Arrays;
 import java.util.stream.Collectors;
 
+import org.attn4j.distributed.plan.ClusterSpec;
+
 /**
  * The clusters of the papers' experiments, for {@code attn4j plan --cluster NAME}. What a paper states is taken
  * from it (section or table named in {@link #source()}); what it does not state (link speeds, latencies, the

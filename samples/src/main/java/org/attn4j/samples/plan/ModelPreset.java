@@ -3,6 +3,8 @@ package org.attn4j.samples.plan;
 import java.util.Arrays;
 import java.util.stream.Collectors;
 
+import org.attn4j.distributed.plan.ModelSpec;
+
 /**
  * The models of the papers' experiments, for {@code attn4j plan --model NAME}: heads, head size and layers from
  * the paper's table, the batch of its experiment, bf16 on the wire (2 bytes). Any field can be overridden.

@@ -7,8 +7,14 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 
+import org.attn4j.distributed.plan.AttentionRate;
+import org.attn4j.distributed.plan.ClusterSpec;
+import org.attn4j.distributed.plan.ModelSpec;
+import org.attn4j.distributed.plan.PlanProblem;
+import org.attn4j.distributed.plan.Planner;
 import org.attn4j.samples.UserInputException;
 
 import picocli.CommandLine.Command;
@@ -148,7 +154,7 @@ public final class PlanCommand implements Callable<Integer> {
         List<Planner.Plan> plans = new ArrayList<>();
         for (long n : lengths) {
             PlanProblem problem = refusing(() -> new PlanProblem(c, m, n, causal, linear, tflops));
-            plans.add(Planner.plan(problem, teamSize == null ? 0 : teamSize));
+            plans.add(Planner.plan(problem, teamSize == null ? Map.of() : Map.of("team", teamSize.doubleValue())));
         }
         PlanReport report = new PlanReport(clusterPreset, modelPreset, rateSource, plans);
         PrintWriter out = spec.commandLine().getOut();

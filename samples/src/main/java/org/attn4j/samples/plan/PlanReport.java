@@ -7,6 +7,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 
+import org.attn4j.distributed.plan.ClusterSpec;
+import org.attn4j.distributed.plan.ModelSpec;
+import org.attn4j.distributed.plan.PlanProblem;
+import org.attn4j.distributed.plan.Planner;
+import org.attn4j.distributed.plan.Prediction;
 import org.nd4j.shade.jackson.databind.ObjectMapper;
 import org.nd4j.shade.jackson.databind.SerializationFeature;
 import org.nd4j.shade.jackson.databind.node.ArrayNode;
@@ -170,9 +175,7 @@ final class PlanReport {
 
     /** Milliseconds with about four significant digits. */
     static String ms(double seconds) {
-        double ms = seconds * 1e3;
-        String f = ms >= 1000 ? "%.0f" : ms >= 100 ? "%.1f" : ms >= 1 ? "%.2f" : "%.4f";
-        return String.format(Locale.ROOT, f, ms);
+        return Prediction.milliseconds(seconds);
     }
 
     private static String num(double v) {

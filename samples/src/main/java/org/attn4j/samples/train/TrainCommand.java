@@ -6,8 +6,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.Callable;
@@ -115,9 +117,9 @@ public final class TrainCommand implements Callable<Integer> {
             description = "Worker processes (default: ${DEFAULT-VALUE}).")
     int workers;
 
-    @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring",
-            description = "Sequence-parallel attention: ring, zigzag, wallfacer, attention2d, attention2d-overlap, "
-                    + "lasp (with --attention linear) or ulysses (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring", completionCandidates = StrategyNames.class,
+            description = "Sequence-parallel attention: ${COMPLETION-CANDIDATES} (zigzag: ring on the zigzag "
+                    + "layout; linear-attention algorithms go with --attention linear; default: ${DEFAULT-VALUE}).")
     String strategy;
 
     @Option(names = "--zero", paramLabel = "STAGE", defaultValue = "0",
@@ -409,11 +411,12 @@ public final class TrainCommand implements Callable<Integer> {
     private StrategyName strategyName() {
         String name = strategy.strip().toLowerCase(Locale.ROOT);
         if (name.equals("zigzag")) {
-            return new StrategyName(name, SequenceAlgorithm.RING, SequenceLayout.ZIGZAG);
+            return new StrategyName(name, SequenceAlgorithm.byName("ring"), SequenceLayout.ZIGZAG);
         }
         try {
             SequenceAlgorithm algo = SequenceAlgorithm.byName(name);
-            return new StrategyName(name, algo, algo == SequenceAlgorithm.RING ? SequenceLayout.CONTIGUOUS : null);
+            // Plain "ring" keeps its contiguous layout even for causal models; "zigzag" names the balanced one.
+            return new StrategyName(name, algo, algo.name().equals("ring") ? SequenceLayout.CONTIGUOUS : null);
         } catch (IllegalArgumentException e) {
             throw new UserInputException("--strategy: " + e.getMessage() + ", zigzag");
         }
@@ -427,20 +430,14 @@ public final class TrainCommand implements Callable<Integer> {
         SequenceAlgorithm algo = s.algo();
         SequenceLayout layout = s.layout();
         String name = s.name();
-        if ((kind == GptGraph.Attention.LINEAR) != (algo == SequenceAlgorithm.LASP)) {
-            throw new UserInputException("--strategy lasp goes with --attention linear, and linear attention with "
-                    + "lasp; got --strategy " + name + " with --attention " + kind.cliName());
-        }
-        int team = 1;
-        if (algo == SequenceAlgorithm.WALLFACER) {
-            for (int c = 1; c * c <= workers; c++) {
-                if (workers % (c * c) == 0) {
-                    team = c;
-                }
-            }
+        if ((kind == GptGraph.Attention.LINEAR) == algo.softmax()) {
+            throw new UserInputException("--attention " + kind.cliName() + " needs a " + (algo.softmax()
+                    ? "linear-attention strategy (" + SequenceAlgorithm.names(false) + ")"
+                    : "softmax strategy (" + SequenceAlgorithm.names(true) + ", zigzag)") + ", got --strategy "
+                    + name);
         }
         try {
-            return new ParallelStrategy(1, workers, algo, layout, team, ZeroStage.of(zero));
+            return new ParallelStrategy(1, workers, algo, layout, Map.of(), ZeroStage.of(zero));
         } catch (IllegalArgumentException e) {
             throw new UserInputException(e.getMessage(), e);
         }
@@ -465,8 +462,7 @@ public final class TrainCommand implements Callable<Integer> {
                     + "saved model.zip)");
         }
         if (parallel != null) {
-            SequenceAlgorithm.Settings s = new SequenceAlgorithm.Settings(workers, seqLen, heads, kvHeads, true, 0,
-                    parallel.effectiveLayout(true), parallel.team(), 1.0);
+            SequenceAlgorithm.Settings s = parallel.settings(seqLen, true, 0).withHeads(heads, kvHeads);
             try {
                 parallel.algorithm().validate(s);
             } catch (IllegalArgumentException e) {
@@ -514,6 +510,16 @@ public final class TrainCommand implements Callable<Integer> {
         private String clock(double seconds) {
             long s = Math.round(seconds);
             return String.format(Locale.ROOT, "%d:%02d", s / 60, s % 60);
+        }
+    }
+
+    /** The names {@code --strategy} takes: every sequence-parallel algorithm, and zigzag. */
+    static final class StrategyNames implements Iterable<String> {
+        @Override
+        public Iterator<String> iterator() {
+            List<String> names = new ArrayList<>(SequenceAlgorithm.all().stream().map(SequenceAlgorithm::name).toList());
+            names.add(1, "zigzag");
+            return names.iterator();
         }
     }
 }

@@ -3,6 +3,11 @@ package org.attn4j.samples.plan;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.attn4j.distributed.plan.ClusterSpec;
+import org.attn4j.distributed.plan.ModelSpec;
+import org.attn4j.distributed.plan.PlanProblem;
+import org.attn4j.distributed.plan.Planner;
+import org.attn4j.distributed.plan.Prediction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -26,7 +31,7 @@ class PlanPaperSettingsTest {
         assertEquals(0.152, 4 * 3 * x / GIB, 0.0005, "equation 3's collective: 4 BNH (C-1) / P");
         assertEquals(0.40625, 16 / 4 * 2 * 4 * x / GIB, 0.0, "equation 4's P2P: P/C^2 hops of C K/V shards");
 
-        Planner.Plan plan = Planner.plan(p, 4);
+        Planner.Plan plan = Planner.plan(p, java.util.Map.of("team", 4.0));
         // attn4j's ring does not send the block that would return home: P-1 hops
         assertEquals(63 * 2 * x, plan.get("ring").forwardBytes());
         assertEquals(1.625 * 63 / 64, plan.get("ring").forwardBytes() / GIB, 1e-12);

@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 /**
  * The alpha-beta cost of one {@link Round} on a {@link ClusterSpec}. Each message pays its link's latency
@@ -14,16 +14,16 @@ package org.attn4j.samples.plan;
  * This is what makes placement matter: the four workers of a node that all send across the network at once share
  * the node's one adapter, while a ring in which one worker per node crosses uses it alone.
  */
-final class Network {
+public final class Network {
 
     private final ClusterSpec cluster;
 
-    Network(ClusterSpec cluster) {
+    public Network(ClusterSpec cluster) {
         this.cluster = cluster;
     }
 
     /** Seconds until the last message of the round has arrived; 0 for a round in which nobody sends. */
-    double seconds(Round round) {
+    public double seconds(Round round) {
         int p = cluster.workers();
         double[] intraOut = new double[p];
         double[] intraIn = new double[p];

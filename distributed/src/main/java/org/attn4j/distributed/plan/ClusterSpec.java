@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 /**
  * The machines of a plan: {@code nodes} nodes of {@code workersPerNode} workers each, ranks placed node-major

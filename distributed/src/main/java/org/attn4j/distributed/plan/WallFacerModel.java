@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -18,12 +18,12 @@ import java.util.List;
  * teams on consecutive ranks (team collectives inside a node when C divides the node; what attn4j runs) or
  * sub-rings on consecutive ranks (ring hops inside a node).
  */
-final class WallFacerModel implements AlgorithmModel {
+public final class WallFacerModel implements AlgorithmModel {
 
     private final int teamSize;
 
     /** @param teamSize the one team size C to price, or 0 to search every C with {@code C^2 | P} */
-    WallFacerModel(int teamSize) {
+    public WallFacerModel(int teamSize) {
         this.teamSize = teamSize;
     }
 

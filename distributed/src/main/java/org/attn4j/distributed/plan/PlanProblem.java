@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 /**
  * What a plan predicts for: a cluster, the attention layers, the sequence length N and the rate of the local

@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.List;
 
@@ -10,7 +10,7 @@ import java.util.List;
  * Non-causal: a ring all-reduce of {@code K^T V} (forward) and {@code Q^T dO} (backward) between two local
  * passes, as attn4j runs it.
  */
-final class LaspModel implements AlgorithmModel {
+public final class LaspModel implements AlgorithmModel {
 
     @Override
     public String name() {

@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.Arrays;
 import java.util.List;
@@ -10,19 +10,19 @@ import java.util.function.IntUnaryOperator;
  *
  * @param flows the concurrent flows
  */
-record Round(List<Flow> flows) {
+public record Round(List<Flow> flows) {
 
     /** No rank sends: a flow target. */
-    static final int NONE = -1;
+    public static final int NONE = -1;
 
     /**
      * One message per rank: rank {@code r} sends {@code bytes} to {@code to[r]} (or nothing when it is
      * {@link #NONE} or {@code r} itself, which the transport does not count either).
      */
-    record Flow(int[] to, long bytes) {
+    public record Flow(int[] to, long bytes) {
 
         /** Every rank {@code r} sends to {@code target(r)}. */
-        static Flow of(int p, long bytes, IntUnaryOperator target) {
+        public static Flow of(int p, long bytes, IntUnaryOperator target) {
             int[] to = new int[p];
             for (int r = 0; r < p; r++) {
                 to[r] = target.applyAsInt(r);
@@ -52,12 +52,12 @@ record Round(List<Flow> flows) {
     }
 
     /** A round of the given flows. */
-    static Round of(Flow... flows) {
+    public static Round of(Flow... flows) {
         return new Round(List.of(flows));
     }
 
     /** A round of one flow: every rank {@code r} sends {@code bytes} to {@code target(r)}. */
-    static Round of(int p, long bytes, IntUnaryOperator target) {
+    public static Round of(int p, long bytes, IntUnaryOperator target) {
         return of(Flow.of(p, bytes, target));
     }
 }

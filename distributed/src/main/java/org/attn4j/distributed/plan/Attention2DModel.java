@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -22,12 +22,12 @@ import org.attn4j.distributed.sequence.ProcessorGrid;
  * same bytes in ring steps that overlap the flash calls on {@code N/P x N/P} blocks (gather+compute in the
  * column, then gather+compute+scatter in the row); only the transposes and the last scatter are exposed.
  */
-final class Attention2DModel implements AlgorithmModel {
+public final class Attention2DModel implements AlgorithmModel {
 
     private final boolean overlap;
 
     /** @param overlap ATTENTION2D-O (true) or ATTENTION2D-NO (false) */
-    Attention2DModel(boolean overlap) {
+    public Attention2DModel(boolean overlap) {
         this.overlap = overlap;
     }
 

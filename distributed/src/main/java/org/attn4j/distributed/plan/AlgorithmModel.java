@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.List;
 
@@ -8,7 +8,7 @@ import java.util.List;
  * candidate on the cluster's {@link Network} and keeps the fastest, as WallFacer's topology scheduler does by
  * profiling (WallFacer, section 3.4, equation 8).
  */
-interface AlgorithmModel {
+public interface AlgorithmModel {
 
     /**
      * One configuration of an algorithm.

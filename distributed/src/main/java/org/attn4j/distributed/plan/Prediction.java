@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.List;
 
@@ -78,5 +78,12 @@ public record Prediction(String algorithm, String source, String config, String 
             m = Math.max(m, v);
         }
         return m;
+    }
+
+    /** Milliseconds with as many decimals as the size calls for: "1234", "123.4", "12.34", "0.1234". */
+    public static String milliseconds(double seconds) {
+        double ms = seconds * 1e3;
+        String f = ms >= 1000 ? "%.0f" : ms >= 100 ? "%.1f" : ms >= 1 ? "%.2f" : "%.4f";
+        return String.format(java.util.Locale.ROOT, f, ms);
     }
 }

@@ -1,8 +1,11 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
+
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
 
 /**
  * Prices every algorithm's candidates on a problem's cluster and names the fastest (forward plus backward):
@@ -13,10 +16,12 @@ import java.util.List;
  */
 public final class Planner {
 
-    /** The algorithms in report order; WallFacer searches {@code teamSize} only, or every C when it is 0. */
-    static List<AlgorithmModel> models(int teamSize) {
-        return List.of(new RingModel(), new WallFacerModel(teamSize), new Attention2DModel(false),
-                new Attention2DModel(true), new UlyssesModel(), new LaspModel());
+    /**
+     * The cost models of every listed algorithm ({@link SequenceAlgorithm#all()}), in its order; an option given
+     * (e.g. WallFacer's {@code team}) is priced alone, a missing one is searched where the model searches it.
+     */
+    static List<AlgorithmModel> models(Map<String, Double> options) {
+        return SequenceAlgorithm.all().stream().map(a -> a.costModel(options)).toList();
     }
 
     private Planner() {
@@ -44,20 +49,20 @@ public final class Planner {
         }
     }
 
-    /** Plans a problem, searching every WallFacer team size. */
+    /** Plans a problem with every algorithm's options at their defaults or searched. */
     public static Plan plan(PlanProblem problem) {
-        return plan(problem, 0);
+        return plan(problem, Map.of());
     }
 
     /**
      * Plans a problem.
      *
-     * @param teamSize the WallFacer team size C to price, or 0 to pick the best C
+     * @param options algorithm options to price as given (e.g. {@code team}); the others are searched
      */
-    public static Plan plan(PlanProblem problem, int teamSize) {
+    public static Plan plan(PlanProblem problem, Map<String, Double> options) {
         Network network = new Network(problem.cluster());
         List<Prediction> all = new ArrayList<>();
-        for (AlgorithmModel m : models(teamSize)) {
+        for (AlgorithmModel m : models(options)) {
             all.add(predict(m, problem, network));
         }
         Prediction fastest = all.stream().filter(Prediction::available)
@@ -86,7 +91,7 @@ public final class Planner {
         Prediction noted = shown;
         Prediction faster = others.isEmpty() ? null : others.get(0);
         if (faster != null && faster.totalSeconds() < shown.totalSeconds()) {
-            noted = shown.withNote("the " + faster.config() + " is faster, " + PlanReport.ms(faster.totalSeconds())
+            noted = shown.withNote("the " + faster.config() + " is faster, " + Prediction.milliseconds(faster.totalSeconds())
                     + " ms forward+backward" + (faster.note() == null ? "" : ": " + faster.note()));
         }
         return noted.withAlternatives(others);

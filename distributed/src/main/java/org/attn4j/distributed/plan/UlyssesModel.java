@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -9,7 +9,7 @@ import java.util.List;
  * backward: all-to-all of dO in, flash backward, all-to-alls of dQ, dK, dV out. Each all-to-all posts its
  * {@code P - 1} messages of {@code X/P} at once (one round), so they share the node's links and adapters.
  */
-final class UlyssesModel implements AlgorithmModel {
+public final class UlyssesModel implements AlgorithmModel {
 
     @Override
     public String name() {
@@ -57,7 +57,7 @@ final class UlyssesModel implements AlgorithmModel {
     }
 
     /** One all-to-all of a shard of {@code bytes}: rank r sends {@code bytes / P} to every other rank at once. */
-    static Round allToAll(int p, long bytes) {
+    public static Round allToAll(int p, long bytes) {
         List<Round.Flow> flows = new ArrayList<>();
         for (int s = 1; s < p; s++) {
             int shift = s;

@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.Arrays;
 

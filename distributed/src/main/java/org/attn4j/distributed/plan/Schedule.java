@@ -1,4 +1,4 @@
-package org.attn4j.samples.plan;
+package org.attn4j.distributed.plan;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -9,7 +9,7 @@ import java.util.List;
  * {@code max(compute, rounds)}). All ranks compute the same amount (the layouts balance the causal work).
  * The bytes and messages per rank are read off the same steps the time is, so they cannot drift apart.
  */
-final class Schedule {
+public final class Schedule {
 
     /**
      * @param compute    seconds of local compute
@@ -23,27 +23,27 @@ final class Schedule {
     private final int workers;
     private final List<Step> steps = new ArrayList<>();
 
-    Schedule(int workers) {
+    public Schedule(int workers) {
         this.workers = workers;
     }
 
     /** Rounds one after another with nothing to hide behind. */
-    Schedule comm(Round... rounds) {
+    public Schedule comm(Round... rounds) {
         return add(new Step(0, List.of(rounds), false, 1));
     }
 
     /** The same round {@code times} times in a row (the steps of a ring collective). */
-    Schedule comm(long times, Round round) {
+    public Schedule comm(long times, Round round) {
         return add(new Step(0, List.of(round), false, times));
     }
 
     /** Local compute only. */
-    Schedule compute(double seconds) {
+    public Schedule compute(double seconds) {
         return add(new Step(seconds, List.of(), false, 1));
     }
 
     /** {@code times} steps, each computing for {@code seconds} while its rounds are in flight. */
-    Schedule overlapped(long times, double seconds, Round... rounds) {
+    public Schedule overlapped(long times, double seconds, Round... rounds) {
         return add(new Step(seconds, List.of(rounds), true, times));
     }
 
@@ -53,7 +53,7 @@ final class Schedule {
      * produced, passed on) during every step but the first; {@code home} (the last accumulator, on its way to its
      * owner) after the last compute. {@code behind} and {@code home} may be null (nothing of the kind).
      */
-    Schedule ring(int steps, double seconds, Round.Flow ahead, Round.Flow behind, Round.Flow home) {
+    public Schedule ring(int steps, double seconds, Round.Flow ahead, Round.Flow behind, Round.Flow home) {
         if (steps > 1) {
             overlapped(1, seconds, Round.of(ahead));
             overlapped(steps - 2, seconds, behind == null ? Round.of(ahead) : Round.of(ahead, behind));
@@ -76,7 +76,7 @@ final class Schedule {
     }
 
     /** Predicted seconds of the pass on this network. */
-    double seconds(Network network) {
+    public double seconds(Network network) {
         double total = 0;
         for (Step s : steps) {
             double comm = 0;
@@ -89,7 +89,7 @@ final class Schedule {
     }
 
     /** Seconds of local compute in the pass (the part no network can remove). */
-    double computeSeconds() {
+    public double computeSeconds() {
         double total = 0;
         for (Step s : steps) {
             total += s.repeat() * s.compute();
@@ -98,14 +98,14 @@ final class Schedule {
     }
 
     /** Bytes each rank puts on the wire in the pass (sends to itself excluded, as the transport counts). */
-    long[] bytesSent() {
+    public long[] bytesSent() {
         long[] bytes = new long[workers];
         forEachMessage((r, f, times) -> bytes[r] += times * f.bytes());
         return bytes;
     }
 
     /** Of {@link #bytesSent()}, the bytes whose message crosses between nodes. */
-    long[] interNodeBytes(ClusterSpec cluster) {
+    public long[] interNodeBytes(ClusterSpec cluster) {
         long[] bytes = new long[workers];
         forEachMessage((r, f, times) -> {
             if (cluster.node(r) != cluster.node(f.to()[r])) {
@@ -116,7 +116,7 @@ final class Schedule {
     }
 
     /** Messages each rank sends in the pass (each pays one latency). */
-    long[] messagesSent() {
+    public long[] messagesSent() {
         long[] count = new long[workers];
         forEachMessage((r, f, times) -> count[r] += times);
         return count;
