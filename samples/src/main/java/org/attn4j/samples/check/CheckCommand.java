@@ -95,9 +95,8 @@ public final class CheckCommand implements Callable<Integer> {
     Integer team;
 
     @Option(names = "--layout", paramLabel = "L",
-            description = "Sequence layout of the workers' shards: contiguous, zigzag or striped (default: zigzag "
-                    + "for causal ring and wallfacer, striped for attention2d and attention2d-overlap, else "
-                    + "contiguous).")
+            description = "Sequence layout of the workers' shards: contiguous, zigzag or striped (default: the "
+                    + "algorithm's own, e.g. zigzag for causal ring, striped for attention2d).")
     SequenceLayout layout;
 
     @Option(names = "--worker-heap", paramLabel = "SIZE", defaultValue = "2g",
