@@ -8,7 +8,8 @@ import org.attn4j.distributed.transport.Transport;
  * time over a common pair of ranks; each user of collectives takes its channels from its block by index.
  * <pre>
  *   channels   user
- *   0 .. 7     the sequence-parallel algorithm of a group (its descriptor says how many it takes)
+ *   0 .. 7     the sequence-parallel algorithm of a group (its descriptor says how many it takes); channel 0 is
+ *              also {@link Communicator#world}'s, for a job's barriers between calls of the algorithm
  *   8 .. 15    a trainer's linear attention layers (LASP) beside the group's softmax algorithm
  *   16         the trainer's own collectives (gradients, ZeRO partitions, losses)
  * </pre>

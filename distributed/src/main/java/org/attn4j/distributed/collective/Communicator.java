@@ -77,9 +77,9 @@ public final class Communicator {
         notices.register(this);
     }
 
-    /** All ranks of the transport, on channel 0. */
+    /** All ranks of the transport, on the first channel of {@link Channels#SEQUENCE}. */
     public static Communicator world(Transport transport) {
-        return new Communicator(transport, Group.world(transport), 0, DEFAULT_EXECUTOR);
+        return new Communicator(transport, Group.world(transport), Channels.SEQUENCE.get(0), DEFAULT_EXECUTOR);
     }
 
     /**

@@ -1,5 +1,6 @@
 package org.attn4j.distributed.sequence;
 
+import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.transport.Transport;
@@ -77,7 +78,8 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
         for (int i = 0; i < ranks.length; i++) {
             ranks[i] = first + i;
         }
-        return new LaspAttention(Communicator.of(transport, Group.of(transport, ranks), 1), decay, causal);
+        return new LaspAttention(Communicator.of(transport, Group.of(transport, ranks), Channels.SEQUENCE.get(0)), decay,
+                causal);
     }
 
     /** This worker's output and the cache its backward pass needs. */

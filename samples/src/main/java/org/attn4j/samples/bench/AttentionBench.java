@@ -49,6 +49,8 @@ final class AttentionBench {
     private static final long SEED = 42;
     /** How long attn4j runs at the smallest N before anything is timed. */
     static final double WARM_UP_SECONDS = 3.0;
+    /** Untimed runs of each configuration before its timed ones last at least this long. */
+    static final long WARM_UP_NANOS = 100_000_000L;
 
     private final Settings settings;
     private final PrintWriter log;
@@ -117,10 +119,20 @@ final class AttentionBench {
     }
 
     /**
-     * attn4j for {@link #WARM_UP_SECONDS} at the smallest N (every mask and pass), and the stock op once, so the
+     * The stock op once, then attn4j for {@link #WARM_UP_SECONDS} at the smallest N (every mask and pass), so the
      * JIT has compiled attn4j's Java tile code before anything is timed (native code needs no such warm-up).
      */
     private void warmUp() {
+        // The stock op first: it runs ND4J's OpenMP and OpenBLAS threads on every core, and they keep spinning for
+        // a while after it returns, which slowed attn4j's first timed configuration (N = 1024, full forward) from
+        // about 1.2 to 2.8 ms when the stock op came last.
+        StockInputs s = StockInputs.random(settings.minN(), settings);
+        try {
+            stockOnce(s, Pass.FORWARD_BACKWARD);
+        } catch (RuntimeException e) {
+            // Recorded when the measured run fails the same way.
+        }
+        close(s.q, s.k, s.v, s.dO);
         Inputs in = Inputs.random(settings.minN(), settings);
         long end = System.nanoTime() + (long) (WARM_UP_SECONDS * 1e9);
         do {
@@ -135,13 +147,6 @@ final class AttentionBench {
             }
         } while (System.nanoTime() < end);
         close(in.q, in.k, in.v, in.dO);
-        StockInputs s = StockInputs.random(settings.minN(), settings);
-        try {
-            stockOnce(s, Pass.FORWARD_BACKWARD);
-        } catch (RuntimeException e) {
-            // Recorded when the measured run fails the same way.
-        }
-        close(s.q, s.k, s.v, s.dO);
     }
 
     private BenchResult ours(Inputs in, boolean causal, Pass pass) {
@@ -257,7 +262,12 @@ final class AttentionBench {
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
             if (repeated) {
-                once.run();
+                // At least 100 ms of untimed runs: after the collection's pause the first few short runs were slow
+                // (N = 1024 forward: 2.8 ms for the median of 3 right after one untimed run, 1.4 ms of 15).
+                long until = System.nanoTime() + WARM_UP_NANOS;
+                do {
+                    once.run();
+                } while (System.nanoTime() < until);
             }
             for (int r = 0; r < repeats; r++) {
                 // attn4j's runs go back to back, as the libtorch anchor times its runs and as a training loop calls
