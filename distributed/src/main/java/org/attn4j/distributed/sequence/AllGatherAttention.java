@@ -73,15 +73,9 @@ public final class AllGatherAttention implements SequenceParallelAttention<AllGa
         this.layout = layout;
         this.length = length;
         int p = comm.group().size();
-        int[] keys = new int[0];
-        for (int i = 0; i < p; i++) {
-            int[] shard = layout.positions(i, p, length);
-            int[] joined = java.util.Arrays.copyOf(keys, keys.length + shard.length);
-            System.arraycopy(shard, 0, joined, keys.length, shard.length);
-            keys = joined;
-        }
         this.mask = AttentionMask.builder().causal(causal).window(window)
-                .queryPositions(layout.positions(comm.group().index(), p, length)).keyPositions(keys).build();
+                .queryPositions(layout.positions(comm.group().index(), p, length))
+                .keyPositions(layout.gathered(p, length)).build();
     }
 
     @Override

@@ -26,6 +26,19 @@ public enum SequenceLayout {
     STRIPED;
 
     /**
+     * Every worker's positions, worker after worker: the global position of each row of the shards concatenated
+     * in worker order (what an all-gather or all-to-all over the sequence leaves).
+     */
+    public int[] gathered(int workers, int n) {
+        int[] all = new int[n];
+        int local = n / workers;
+        for (int w = 0; w < workers; w++) {
+            System.arraycopy(positions(w, workers, n), 0, all, w * local, local);
+        }
+        return all;
+    }
+
+    /**
      * The global positions worker {@code worker} of {@code workers} holds, in the order it holds them.
      *
      * @throws IllegalArgumentException if N does not split evenly (P for contiguous and striped, 2P for zigzag)

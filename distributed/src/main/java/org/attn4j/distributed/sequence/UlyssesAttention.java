@@ -62,11 +62,7 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
         this.comm = comm;
         this.layout = layout;
         this.length = length;
-        int p = comm.group().size();
-        int[] all = new int[0];
-        for (int i = 0; i < p; i++) {
-            all = concat(all, layout.positions(i, p, length));
-        }
+        int[] all = layout.gathered(comm.group().size(), length);
         this.mask = AttentionMask.builder().causal(causal).window(window).queryPositions(all).keyPositions(all)
                 .build();
     }
@@ -134,12 +130,6 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
             idx[d] = d == dim ? NDArrayIndex.interval(from, to) : NDArrayIndex.all();
         }
         return idx;
-    }
-
-    private static int[] concat(int[] a, int[] b) {
-        int[] c = java.util.Arrays.copyOf(a, a.length + b.length);
-        System.arraycopy(b, 0, c, a.length, b.length);
-        return c;
     }
 
     @Override
