@@ -4,6 +4,7 @@ import java.io.File;
 import java.io.IOException;
 import java.net.StandardSocketOptions;
 import java.nio.channels.DatagramChannel;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -39,7 +40,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Wire format: {@link MessageDescriptor}. A connection delivers data only after a HELLO carrying the job
  * token's digest; anything from another job, an unknown rank or a connection without HELLO is dropped and
- * counted ({@link #droppedMessages()}). Every chunk carries a CRC32C; a damaged message fails the receive that
+ * counted ({@link #droppedMessages()}). Data leaves for a peer only once that peer acknowledged this transport's
+ * HELLO, so transports opened one after another on the same endpoints lose nothing to each other. Every chunk carries a CRC32C; a damaged message fails the receive that
  * would have returned it ({@link CorruptMessageException}).
  *
  * <p>Failure detection: a peer that says goodbye (closes), whose connection goes away (Aeron's image
@@ -63,6 +65,8 @@ public final class AeronTransport implements Transport {
     private final TrafficCounter traffic = new TrafficCounter();
     private final AtomicReferenceArray<String> peerFailures;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** Drawn at start; tells this transport's HELLOs from those of earlier ones on the same endpoint. */
+    private final long incarnation = newIncarnation();
     private MediaDriver driver;
     private String driverDirectory;
     private Aeron aeron;
@@ -146,7 +150,7 @@ public final class AeronTransport implements Transport {
                         context.streamId());
             }
         }
-        sender = new SenderAgent(this, context, token, publications);
+        sender = new SenderAgent(this, context, token, incarnation, publications);
         receiver = new ReceiverAgent(this, context, token, subscription, mailbox);
         senderRunner = new AgentRunner(sender.idleStrategy(maxParkNs), this::onAgentError, null, sender);
         receiverRunner = new AgentRunner(idleStrategy(maxParkNs), this::onAgentError, null, receiver);
@@ -331,6 +335,11 @@ public final class AeronTransport implements Transport {
         sender.corruptNextChunk(peer);
     }
 
+    /** Sends data after the HELLO without waiting for the peer's acknowledgement, as a rogue sender would (test hook). */
+    void ignoreAcknowledgements() {
+        sender.ignoreAcknowledgements = true;
+    }
+
     /** Stops the receiver thread's polling for {@code d}, so senders meet back pressure (test hook). */
     void stallReceiver(Duration d) {
         receiver.stallUntil(System.nanoTime() + d.toNanos());
@@ -348,6 +357,20 @@ public final class AeronTransport implements Transport {
     private void releaseAeron() {
         CloseHelper.quietClose(aeron);
         CloseHelper.quietClose(driver);
+    }
+
+    private static long newIncarnation() {
+        long n;
+        do {
+            n = new SecureRandom().nextLong();
+        } while (n == 0);
+        return n;
+    }
+
+    /** A valid HELLO came from {@code peer} (see {@link SenderAgent#helloFrom}); receiver thread. */
+    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
+        sender.helloFrom(peer, peerIncarnation, acknowledges, wantsAck);
+        wakeSender();
     }
 
     /** Why {@code peer} failed, or null while it is alive; any thread. */

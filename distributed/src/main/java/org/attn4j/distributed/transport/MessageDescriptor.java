@@ -60,12 +60,19 @@ import org.nd4j.linalg.api.buffer.DataType;
  * ({@link JobToken}); a receiver drops messages of another job.
  *
  * <p>Message types: {@link #HELLO} (first message on every connection; payload: SHA-256 digest of the token, 32
- * bytes, then the sender's world size, 4 bytes), {@link #DATA} (one chunk of an array), {@link #HEARTBEAT} and
- * {@link #GOODBYE} (no payload). Only DATA uses dtype, shape, chunk fields and sequence.
+ * bytes, the sender's world size, 4 bytes, flags, 4 bytes (bit 0: the sender waits for an acknowledgement), the
+ * sender's incarnation, 8 bytes, and the incarnation of the receiver whose HELLO this one acknowledges, 8 bytes,
+ * 0 for none), {@link #DATA} (one chunk of an array), {@link #HEARTBEAT} and {@link #GOODBYE} (no payload). Only
+ * DATA uses dtype, shape, chunk fields and sequence.
+ *
+ * <p>An incarnation is a random number drawn by each transport when it starts. A sender sends DATA to a peer
+ * only once a HELLO from that peer acknowledged its own incarnation: its HELLO reached the very transport that
+ * will receive the data, not an earlier one still bound to the same endpoint (whose connection Aeron would
+ * hand over to the new one in mid-stream, after the HELLO).
  */
 final class MessageDescriptor {
 
-    static final byte VERSION = 1;
+    static final byte VERSION = 2;
 
     static final byte HELLO = 1;
     static final byte DATA = 2;
@@ -94,8 +101,13 @@ final class MessageDescriptor {
     static final int MAX_ARRAY_RANK = 32;
     /** The longest header: the fixed part and a shape of {@link #MAX_ARRAY_RANK} dimensions. */
     static final int MAX_HEADER_LENGTH = FIXED_HEADER_LENGTH + 8 * MAX_ARRAY_RANK;
-    /** HELLO payload: token digest, then world size. */
-    static final int HELLO_PAYLOAD_LENGTH = JobToken.DIGEST_LENGTH + 4;
+    /** HELLO payload: token digest, world size, flags, incarnation, acknowledged incarnation. */
+    static final int HELLO_PAYLOAD_LENGTH = JobToken.DIGEST_LENGTH + 4 + 4 + 8 + 8;
+    /** HELLO flag: the sender waits for a HELLO acknowledging its incarnation. */
+    static final int HELLO_WANTS_ACK = 1;
+    private static final int HELLO_FLAGS_OFFSET = JobToken.DIGEST_LENGTH + 4;
+    private static final int HELLO_INCARNATION_OFFSET = HELLO_FLAGS_OFFSET + 4;
+    private static final int HELLO_ACKNOWLEDGED_OFFSET = HELLO_INCARNATION_OFFSET + 8;
 
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
     private static final List<DataType> CARRIED = List.of(DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16,
@@ -245,10 +257,29 @@ final class MessageDescriptor {
         return shape;
     }
 
-    /** Writes a HELLO payload (token digest, world size) at {@code offset}. */
-    static void writeHello(MutableDirectBuffer b, int offset, byte[] tokenDigest, int worldSize) {
+    /** Writes a HELLO payload at {@code offset}. */
+    static void writeHello(MutableDirectBuffer b, int offset, byte[] tokenDigest, int worldSize, int flags,
+                           long incarnation, long acknowledged) {
         b.putBytes(offset, tokenDigest);
         b.putInt(offset + JobToken.DIGEST_LENGTH, worldSize, ORDER);
+        b.putInt(offset + HELLO_FLAGS_OFFSET, flags, ORDER);
+        b.putLong(offset + HELLO_INCARNATION_OFFSET, incarnation, ORDER);
+        b.putLong(offset + HELLO_ACKNOWLEDGED_OFFSET, acknowledged, ORDER);
+    }
+
+    /** The flags in a HELLO payload at {@code offset}. */
+    static int helloFlags(DirectBuffer b, int offset) {
+        return b.getInt(offset + HELLO_FLAGS_OFFSET, ORDER);
+    }
+
+    /** The sender's incarnation in a HELLO payload at {@code offset}. */
+    static long helloIncarnation(DirectBuffer b, int offset) {
+        return b.getLong(offset + HELLO_INCARNATION_OFFSET, ORDER);
+    }
+
+    /** The incarnation a HELLO payload at {@code offset} acknowledges, 0 for none. */
+    static long helloAcknowledged(DirectBuffer b, int offset) {
+        return b.getLong(offset + HELLO_ACKNOWLEDGED_OFFSET, ORDER);
     }
 
     /** The world size in a HELLO payload at {@code offset}. */

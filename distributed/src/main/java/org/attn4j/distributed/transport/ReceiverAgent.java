@@ -23,7 +23,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The duty cycle of an {@link AeronTransport}'s receiver thread: polls the subscription, admits a connection
- * (an Aeron image, one per sending peer) only after a valid HELLO, copies DATA chunks straight from the term
+ * (an Aeron image, one per sending peer) only after a valid HELLO (which it reports to the sender thread, for
+ * the acknowledgements of {@link MessageDescriptor}), copies DATA chunks straight from the term
  * buffer into a freshly allocated array, checks every chunk's CRC32C, and hands complete arrays to the mailbox.
  * It also declares peers failed when they stay silent for the timeout.
  *
@@ -237,16 +238,19 @@ final class ReceiverAgent implements Agent, FragmentHandler {
                 || source == rank) {
             drop(s, "HELLO from rank " + source + " of a world of " + worldSize + "; this is rank " + rank
                     + " of " + context.worldSize());
-        } else if (s.peer == source) {
-            lastHeardNs[source] = System.nanoTime();
-        } else if (s.peer >= 0 || helloReceived[source]) {
+        } else if (s.peer != source && (s.peer >= 0 || helloReceived[source])) {
             drop(s, "HELLO from rank " + source + ", which is already connected");
         } else {
-            s.peer = source;
-            sessionPeers.put(s.sessionId, source);
-            helloReceived[source] = true;
+            if (s.peer != source) {
+                s.peer = source;
+                sessionPeers.put(s.sessionId, source);
+                helloReceived[source] = true;
+                LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
+            }
             lastHeardNs[source] = System.nanoTime();
-            LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
+            transport.helloFrom(source, MessageDescriptor.helloIncarnation(header, headerLength),
+                    MessageDescriptor.helloAcknowledged(header, headerLength),
+                    (MessageDescriptor.helloFlags(header, headerLength) & MessageDescriptor.HELLO_WANTS_ACK) != 0);
         }
     }
 

@@ -8,7 +8,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
 import java.util.zip.CRC32C;
 
@@ -21,9 +23,11 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
  * The duty cycle of an {@link AeronTransport}'s sender thread: it alone offers to the publications, so that
- * {@code send} never blocks. Per peer it waits for the connection, sends the HELLO, then the queued arrays chunk
- * by chunk (a few chunks per peer per cycle, so one slow peer does not hold up the others), and a heartbeat
- * whenever the link has been quiet for a heartbeat interval.
+ * {@code send} never blocks. Per peer it waits for the connection, sends the HELLO (again every
+ * {@value #HELLO_RETRY_MS} ms until the peer acknowledges it, see {@link MessageDescriptor}), then the queued
+ * arrays chunk by chunk (a few chunks per peer per cycle, so one slow peer does not hold up the others), and a
+ * heartbeat whenever the link has been quiet for a heartbeat interval. It answers every HELLO that asks for an
+ * acknowledgement with one of its own.
  *
  * <p>Aeron's offer results: BACK_PRESSURED, ADMIN_ACTION and NOT_CONNECTED are retried through the runner's idle
  * strategy while the link makes progress; a link with queued data and no progress for the timeout fails its
@@ -33,6 +37,8 @@ final class SenderAgent implements Agent {
 
     /** Chunks offered per peer per duty cycle before the next peer's turn. */
     private static final int CHUNK_BUDGET = 4;
+    /** How often an unacknowledged HELLO is sent again. */
+    static final long HELLO_RETRY_MS = 100;
 
     /** One array to send, and how far it got. */
     static final class Outgoing {
@@ -72,6 +78,7 @@ final class SenderAgent implements Agent {
         final UnsafeBuffer payload = new UnsafeBuffer(new byte[0]);
         final int chunkBytes;
         boolean helloSent;
+        long lastHelloNs;
         boolean goodbyeSent;
         long goodbyePosition;
         long lastSentNs;
@@ -92,6 +99,13 @@ final class SenderAgent implements Agent {
     private final AeronTransportContext context;
     private final long jobId;
     private final byte[] helloDigest;
+    private final long incarnation;
+    /** Per peer, set by the receiver thread: 1 once the peer acknowledged this transport's incarnation. */
+    private final AtomicIntegerArray acknowledged;
+    /** Per peer, set by the receiver thread: 1 while the peer waits for this transport's acknowledgement. */
+    private final AtomicIntegerArray ackDue;
+    /** Per peer, set by the receiver thread: the peer's incarnation, 0 until its HELLO came. */
+    private final AtomicLongArray peerIncarnations;
     private final long timeoutNs;
     private final long heartbeatNs;
     private final PeerLink[] links;
@@ -103,18 +117,24 @@ final class SenderAgent implements Agent {
     private final AtomicLong refusedOffers = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
     private volatile boolean goodbyeRequested;
+    /** Test hook: send data after the HELLO without waiting for its acknowledgement, as a rogue sender would. */
+    volatile boolean ignoreAcknowledgements;
     private long goodbyeDeadlineNs;
     private int cursor;
 
     /**
      * @param publications one per rank, null at this rank's index
      */
-    SenderAgent(AeronTransport transport, AeronTransportContext context, JobToken token,
+    SenderAgent(AeronTransport transport, AeronTransportContext context, JobToken token, long incarnation,
                 ExclusivePublication[] publications) {
         this.transport = transport;
         this.context = context;
         this.jobId = token.jobId();
         this.helloDigest = token.helloDigest();
+        this.incarnation = incarnation;
+        this.acknowledged = new AtomicIntegerArray(publications.length);
+        this.ackDue = new AtomicIntegerArray(publications.length);
+        this.peerIncarnations = new AtomicLongArray(publications.length);
         this.timeoutNs = context.timeout().toNanos();
         this.heartbeatNs = context.heartbeatInterval().toNanos();
         this.links = new PeerLink[publications.length];
@@ -163,8 +183,8 @@ final class SenderAgent implements Agent {
             if (link == null) {
                 continue;
             }
-            boolean connecting = !link.helloSent && transport.peerFailure(link.peer) == null;
-            if (!link.queue.isEmpty() || connecting) {
+            boolean connecting = acknowledged.get(link.peer) == 0 && transport.peerFailure(link.peer) == null;
+            if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1) {
                 return false;
             }
         }
@@ -174,6 +194,23 @@ final class SenderAgent implements Agent {
     @Override
     public String roleName() {
         return "attn4j-sender-rank" + context.rank();
+    }
+
+    /**
+     * A valid HELLO came from {@code peer}; receiver thread. The caller wakes the sender thread.
+     *
+     * @param peerIncarnation  the peer's incarnation
+     * @param acknowledges     the incarnation the HELLO acknowledges
+     * @param wantsAck         whether the peer waits for this transport's acknowledgement
+     */
+    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
+        peerIncarnations.set(peer, peerIncarnation);
+        if (acknowledges == incarnation) {
+            acknowledged.set(peer, 1);
+        }
+        if (wantsAck) {
+            ackDue.set(peer, 1);
+        }
     }
 
     /** Queues a send; any thread. The caller wakes the sender thread. */
@@ -265,23 +302,33 @@ final class SenderAgent implements Agent {
             return 0;
         }
         int work = 0;
-        if (!link.helloSent) {
-            if (link.publication.isConnected()) {
-                long result = offerControl(link, MessageDescriptor.HELLO);
-                if (result > 0) {
-                    link.helloSent = true;
-                    link.lastSentNs = now;
+        boolean isAcknowledged = acknowledged.get(link.peer) == 1 || ignoreAcknowledgements;
+        boolean helloDue = !link.helloSent || ackDue.get(link.peer) == 1
+                || !isAcknowledged && now - link.lastHelloNs >= TimeUnit.MILLISECONDS.toNanos(HELLO_RETRY_MS);
+        if (helloDue && link.publication.isConnected()) {
+            boolean answering = ackDue.getAndSet(link.peer, 0) == 1;
+            long result = offerControl(link, MessageDescriptor.HELLO);
+            if (result > 0) {
+                if (!link.helloSent) {
                     link.waitingSinceNs = now;
-                    work++;
-                } else if (!retryable(result)) {
+                }
+                link.helloSent = true;
+                link.lastHelloNs = now;
+                link.lastSentNs = now;
+                work++;
+            } else {
+                if (answering) {
+                    ackDue.set(link.peer, 1);
+                }
+                if (!retryable(result)) {
                     failLink(link, result, -1);
                     return work;
                 }
             }
-            if (!link.helloSent) {
-                checkStall(link, now);
-                return work;
-            }
+        }
+        if (!isAcknowledged || !link.helloSent) {
+            checkStall(link, now);
+            return work;
         }
         for (int i = 0; i < CHUNK_BUDGET && !link.queue.isEmpty(); i++) {
             Outgoing m = link.queue.peek();
@@ -306,7 +353,7 @@ final class SenderAgent implements Agent {
             }
         }
         checkStall(link, now);
-        if (link.helloSent && now - link.lastSentNs >= heartbeatNs) {
+        if (now - link.lastSentNs >= heartbeatNs) {
             // A refused heartbeat is simply tried again next cycle: a stalled link is caught by the queued data or
             // by the peer's silence check.
             if (offerControl(link, MessageDescriptor.HEARTBEAT) > 0) {
@@ -365,7 +412,9 @@ final class SenderAgent implements Agent {
         int headerLength = MessageDescriptor.writeHeader(link.control, jobId, type, context.rank(), 0, (byte) 0,
                 new long[0], 0, 0, 1, payloadLength, 0, payloadLength);
         if (hello) {
-            MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize());
+            boolean waiting = acknowledged.get(link.peer) == 0;
+            MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize(),
+                    waiting ? MessageDescriptor.HELLO_WANTS_ACK : 0, incarnation, peerIncarnations.get(link.peer));
         }
         link.control.getBytes(0, crcScratch, 0, headerLength + payloadLength);
         MessageDescriptor.checksumHeader(crc, crcScratch, 0);
@@ -381,7 +430,8 @@ final class SenderAgent implements Agent {
         }
         Outgoing head = link.queue.poll();
         Duration waited = Duration.ofNanos(now - link.waitingSinceNs);
-        String why = !link.publication.isConnected() ? "peer not connected" : "back pressure";
+        String why = !link.publication.isConnected() ? "peer not connected"
+                : acknowledged.get(link.peer) == 0 ? "peer did not acknowledge this transport's HELLO" : "back pressure";
         fail(head, new PeerTimeoutException(context.rank(), link.peer, head.tag, waited, "send (" + why + ")"));
         transport.failPeer(link.peer, "no send progress for " + waited.toMillis() + " ms (" + why + ")");
     }

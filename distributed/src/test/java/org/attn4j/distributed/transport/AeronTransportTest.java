@@ -88,6 +88,43 @@ class AeronTransportTest {
         }
     }
 
+    /**
+     * Workers that open one transport after another on the same endpoints (one phase of a job, then the next)
+     * run out of step: rank 1's second transport starts while rank 0's first is still open, so its HELLO reaches
+     * that one, and Aeron hands the connection to rank 0's second transport in mid-stream. Nothing may be lost.
+     */
+    @Test
+    @Timeout(60)
+    void transportsOpenedOneAfterAnotherOnTheSameEndpointsLoseNothing() throws Exception {
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(TOKEN)
+                .timeout(Duration.ofSeconds(20));
+        INDArray first = pattern(DataType.FLOAT, new long[] {1000}, 31);
+        INDArray second = pattern(DataType.FLOAT, new long[] {3 << 18}, 32);
+        AeronTransport rank0 = new AeronTransport(b.rank(0).build());
+        AeronTransport rank1 = new AeronTransport(b.rank(1).build());
+        rank0.send(1, 1, first);
+        assertSameArray(first, get(rank1.receive(0, 1)));
+        rank1.send(0, 1, first);
+        assertSameArray(first, get(rank0.receive(1, 1)));
+
+        rank1.close();
+        AeronTransport nextRank1 = new AeronTransport(b.rank(1).build());
+        try {
+            var sent = nextRank1.send(0, 2, second);
+            Thread.sleep(1000);                             // its HELLO went to rank 0's first transport
+            assertTrue(rank0.droppedMessages() > 0, "the next transport's HELLO did not reach the first one");
+            rank0.close();
+            try (AeronTransport nextRank0 = new AeronTransport(b.rank(0).build())) {
+                assertSameArray(second, get(nextRank0.receive(1, 2)));
+                get(sent);
+                nextRank0.send(1, 3, first);
+                assertSameArray(first, get(nextRank1.receive(0, 3)));
+            }
+        } finally {
+            nextRank1.close();
+        }
+    }
+
     @Test
     @Timeout(30)
     void failsASendStuckBehindBackPressureWithinTheTimeout() throws Exception {
