@@ -1,19 +1,9 @@
 package org.attn4j.layers;
 
-import java.util.Collection;
 import java.util.Objects;
 
 import org.deeplearning4j.nn.api.Layer;
-import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
-import org.deeplearning4j.nn.conf.RNNFormat;
-import org.deeplearning4j.nn.conf.inputs.InputType;
 import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
-import org.deeplearning4j.nn.conf.memory.LayerMemoryReport;
-import org.deeplearning4j.nn.conf.memory.MemoryReport;
-import org.deeplearning4j.optimize.api.TrainingListener;
-import org.nd4j.linalg.activations.impl.ActivationIdentity;
-import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
  * What the multi-head attention layer configurations share: query and key/value head counts (GQA when
@@ -52,7 +42,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
      * @param b    the builder
      */
     protected AttentionLayerBase(String type, Builder<?> b) {
-        super(b, b.rnnDataFormat);
+        super(b);
         this.type = type;
         this.nHeads = b.nHeads;
         this.nKvHeads = b.nKvHeads == 0 ? b.nHeads : b.nKvHeads;
@@ -66,79 +56,21 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
      *
      * @throws IllegalArgumentException naming the setting, the expected and the actual value
      */
+    @Override
     void validate(boolean complete) {
         AttentionSettings.validateHeads(who(), nHeads, nKvHeads, headSize, nIn, nOut, complete);
     }
 
     /** The concrete layer's name for messages about the layer as a kind, e.g. {@code FlashAttentionLayer}. */
+    @Override
     String layerType() {
         return type;
-    }
-
-    /** The name used in messages: the layer type, with the layer name in quotes if it has one. */
-    String who() {
-        return AttentionSettings.who(type, layerName);
     }
 
     /** The per-head size in use: {@code headSize} if set, else {@code nOut / nHeads}. */
     public int effectiveHeadSize() {
         return headSize > 0 ? headSize : (int) (nOut / nHeads);
     }
-
-    /**
-     * Creates the layer implementation over the given parameter view.
-     *
-     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
-     */
-    @Override
-    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
-                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
-                             DataType networkDataType) {
-        validate(true);
-        return AttentionSettings.wire(newImplementation(conf, networkDataType), conf, initializer(),
-                trainingListeners, layerIndex, layerParamsView, initializeParams);
-    }
-
-    /**
-     * The concrete implementation for {@link #instantiate}, before DL4J's wiring.
-     *
-     * @param conf     network configuration of this layer
-     * @param dataType the network's data type
-     */
-    protected abstract Layer newImplementation(NeuralNetConfiguration conf, DataType dataType);
-
-    /**
-     * Approximate: parameters and their updater state, plus per example the working memory of
-     * {@link #inferenceMemory} and {@link #trainingMemory}.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
-    @Override
-    public LayerMemoryReport getMemoryReport(InputType inputType) {
-        InputType outputType = getOutputType(-1, inputType);
-        long params = initializer().numParams(this);
-        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
-        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
-        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
-                .standardMemory(params, updaterState)
-                .workingMemory(0, inferenceMemory(steps), 0, trainingMemory(steps))
-                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
-                .build();
-    }
-
-    /**
-     * Elements per example an inference forward holds over {@code steps} time steps (at least 1).
-     *
-     * @param steps the sequence length, 1 when unknown
-     */
-    protected abstract long inferenceMemory(long steps);
-
-    /**
-     * Elements per example a training forward and backward hold over {@code steps} time steps (at least 1).
-     *
-     * @param steps the sequence length, 1 when unknown
-     */
-    protected abstract long trainingMemory(long steps);
 
     /** Elements per time step of q, k, v, the attention output and the layer output. */
     protected long activationsPerStep() {
@@ -198,8 +130,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
             return false;
         }
         return other.canEqual(this) && super.equals(o) && nHeads == other.nHeads && nKvHeads == other.nKvHeads
-                && headSize == other.headSize && causal == other.causal
-                && getRnnDataFormat() == other.getRnnDataFormat();
+                && headSize == other.headSize && causal == other.causal;
     }
 
     /** Whether {@code other} may equal this; a concrete class narrows it to its own type. */
@@ -211,7 +142,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, getRnnDataFormat());
+        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal);
     }
 
     /** The attention settings, for logs and messages. */
@@ -232,7 +163,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
      *
      * @param <T> the concrete builder, returned by every setter
      */
-    public abstract static class Builder<T extends Builder<T>> extends FeedForwardLayer.Builder<T> {
+    public abstract static class Builder<T extends Builder<T>> extends RecurrentFeedForwardLayer.Builder<T> {
         /** Number of query heads. */
         protected int nHeads = 1;
         /** Number of key/value heads, 0 for nHeads. */
@@ -241,14 +172,6 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         protected int headSize;
         /** Causal attention. */
         protected boolean causal;
-        /** Layout, null for the input type's or NCW. */
-        protected RNNFormat rnnDataFormat;
-
-        /** A builder with the defaults above. */
-        protected Builder() {
-            // the layer's output is linear; DL4J's global default activation (sigmoid) would otherwise apply
-            this.activationFn = new ActivationIdentity();
-        }
 
         /** Number of query heads ({@code > 0}). */
         public T nHeads(int nHeads) {
@@ -272,18 +195,6 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         public T causal(boolean causal) {
             this.causal = causal;
             return self();
-        }
-
-        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
-        public T dataFormat(RNNFormat format) {
-            this.rnnDataFormat = format;
-            return self();
-        }
-
-        // unchecked: T is this builder's own class by the declaration Builder<T extends Builder<T>>
-        @SuppressWarnings("unchecked")
-        private T self() {
-            return (T) this;
         }
     }
 }

@@ -2,6 +2,7 @@ package org.attn4j.layers;
 
 import java.util.Objects;
 
+import org.attn4j.ops.flash.FlashAttention;
 import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.api.ParamInitializer;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
@@ -63,7 +64,7 @@ public class FlashAttentionLayer extends AttentionLayerBase {
 
     /** The score scale in use: {@code scale} if set, else {@code 1 / sqrt(effectiveHeadSize())}. */
     public double effectiveScale() {
-        return scale != null ? scale : 1.0 / Math.sqrt(effectiveHeadSize());
+        return FlashAttention.resolveScale(scale, effectiveHeadSize());
     }
 
     /** A {@link FlashAttentionLayerImpl}. */

@@ -10,17 +10,16 @@ import static org.attn4j.layers.FlashAttentionParamInitializer.WQ;
 import static org.attn4j.layers.FlashAttentionParamInitializer.WV;
 
 import org.attn4j.ops.flash.AttentionGradients;
-import org.attn4j.ops.flash.AttentionMask;
-import org.attn4j.ops.flash.AttentionOutput;
-import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.ops.flash.LocalAttention;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * Implementation of {@link FlashAttentionLayer}: hand-written forward and backward around
- * {@link FlashAttention} (not a SameDiffLayer, whose gradients are doubled in DL4J 1.0.0-M2.1).
+ * Implementation of {@link FlashAttentionLayer}: hand-written forward and backward around the attention of
+ * {@link SequenceParallel#softmax} ({@link LocalAttention} on one device, the context's algorithm on a worker's
+ * shard), not a SameDiffLayer, whose gradients are doubled in DL4J 1.0.0-M2.1.
  *
  * <p>Inside, activations are handled as rows {@code [B*N, features]} (row {@code b*N + t}) and heads as
  * {@code [B, H, N, hs]}, C order. A training forward keeps q, k, v, o, lse and the projections'
@@ -29,12 +28,9 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 public class FlashAttentionLayerImpl
         extends AttentionLayerBaseImpl<FlashAttentionLayer, FlashAttentionLayerImpl.Saved> {
 
-    private final FlashAttention attention = FlashAttention.defaults();
-
     /** What backprop needs from the training forward: the input and mask it saw (by identity), the rest detached. */
-    record Saved(INDArray inputRef, INDArray maskRef, AttentionMask mask, INDArray rowMask, INDArray x,
-                 INDArray q, INDArray k, INDArray v, INDArray o, INDArray lse, ShardedPass<?> sharded,
-                 INDArray merged, INDArray z) implements SavedForward {
+    record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray x, INDArray q, INDArray k,
+                 INDArray v, AttentionPass<?> attention, INDArray merged, INDArray z) implements SavedForward {
     }
 
     /**
@@ -53,9 +49,7 @@ public class FlashAttentionLayerImpl
         FlashAttentionLayer c = layerConf();
         INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
         INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
-        AttentionGradients g = f.sharded() != null
-                ? f.sharded().backward(f.q(), f.k(), f.v(), dO, c.effectiveScale())
-                : attention.backward(f.q(), f.k(), f.v(), f.o(), f.lse(), dO, f.mask(), c.effectiveScale());
+        AttentionGradients g = f.attention().backward(f.q(), f.k(), f.v(), dO, c.effectiveScale());
         return backpropInputProjections(f.x(), AttentionRows.fromHeads(g.dq()), AttentionRows.fromHeads(g.dk()),
                 AttentionRows.fromHeads(g.dv()), workspaceMgr);
     }
@@ -68,34 +62,16 @@ public class FlashAttentionLayerImpl
         long b = input.size(0);
         long n = timeSteps();
         INDArray maskCopy = maskArray == null ? null : maskArray.castTo(dataType).dup('c');
-        AttentionMask mask = attentionMask(c, maskCopy);
 
         INDArray x = toRows(input, c.getNIn());
         INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
         INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
-        SequenceParallel.Context sp = SequenceParallel.current();
-        ShardedPass<?> sharded = null;
-        AttentionOutput a;
-        if (sp != null) {       // this worker's shard of every sequence: attention with the other workers
-            SequenceParallel.checkShard(sp, c.layerType() + " " + layerId(), n, maskArray != null);
-            sharded = ShardedPass.forward(sp.softmax(c.isCausal(), c.getSlidingWindow()), q, k, v,
-                    c.effectiveScale());
-            a = new AttentionOutput(sharded.output(), sharded.lse());
-        } else {
-            a = attention.forward(q, k, v, mask, c.effectiveScale());
-        }
+        AttentionPass<?> a = AttentionPass.forward(SequenceParallel.softmax(c.layerType() + " " + layerId(), n,
+                c.isCausal(), c.getSlidingWindow(), maskCopy), q, k, v, c.effectiveScale());
         INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray z = project(merged, WO, BO, training, workspaceMgr);
         INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
-        return new Saved(input, maskArray, mask, rowMask, x, q, k, v, a.output(), a.lse(), sharded, merged, z);
-    }
-
-    private static AttentionMask attentionMask(FlashAttentionLayer c, INDArray keyPadding) {
-        if (!c.isCausal() && c.getSlidingWindow() == 0 && keyPadding == null) {
-            return AttentionMask.none();
-        }
-        return AttentionMask.builder().causal(c.isCausal()).window(c.getSlidingWindow()).keyPadding(keyPadding)
-                .build();
+        return new Saved(input, maskArray, rowMask, x, q, k, v, a, merged, z);
     }
 }

@@ -58,7 +58,7 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
     }
 
     private LayerNormLayer(Builder b) {
-        super(b, b.rnnDataFormat);
+        super(b);
         if (nOut == 0) {
             this.nOut = nIn;
         }
@@ -73,6 +73,7 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
      *
      * @throws IllegalArgumentException naming the setting, the expected and the actual value
      */
+    @Override
     void validate(boolean complete) {
         String who = who();
         AttentionSettings.require(nIn >= 0, who + ": nIn must be > 0, got " + nIn);
@@ -88,28 +89,15 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
         }
     }
 
-    /** The name used in messages: {@code LayerNormLayer}, with the layer name in quotes if it has one. */
-    String who() {
-        return AttentionSettings.who(NAME, layerName);
+    /** {@code LayerNormLayer}. */
+    @Override
+    String layerType() {
+        return NAME;
     }
 
     /** The number of features normalised per step, {@code nIn} (= {@code nOut}). */
     public long width() {
         return nIn;
-    }
-
-    /**
-     * Creates a {@link LayerNormLayerImpl} over the given parameter view.
-     *
-     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
-     */
-    @Override
-    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
-                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
-                             DataType networkDataType) {
-        validate(true);
-        return AttentionSettings.wire(new LayerNormLayerImpl(conf, networkDataType), conf, initializer(),
-                trainingListeners, layerIndex, layerParamsView, initializeParams);
     }
 
     /** The width is one number: the input type sets nIn and nOut together. */
@@ -121,29 +109,28 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
         }
     }
 
+    /** A {@link LayerNormLayerImpl}. */
+    @Override
+    protected Layer newImplementation(NeuralNetConfiguration conf, DataType dataType) {
+        return new LayerNormLayerImpl(conf, dataType);
+    }
+
     /** The {@link LayerNormParamInitializer}. */
     @Override
     public ParamInitializer initializer() {
         return LayerNormParamInitializer.getInstance();
     }
 
-    /**
-     * Parameters and their updater state; per example and step, the normalised input and the output at
-     * inference, and in training also the statistics kept for backprop and the input gradient.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
+    /** The normalised rows and the output. */
     @Override
-    public LayerMemoryReport getMemoryReport(InputType inputType) {
-        InputType outputType = getOutputType(-1, inputType);
-        long params = initializer().numParams(this);
-        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
-        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
-        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
-                .standardMemory(params, updaterState)
-                .workingMemory(0, 2 * steps * nIn, 0, steps * (4 * nIn + 1))
-                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
-                .build();
+    protected long inferenceMemory(long steps) {
+        return 2 * steps * nIn;
+    }
+
+    /** Besides those, the statistics kept for backprop and the input gradient. */
+    @Override
+    protected long trainingMemory(long steps) {
+        return steps * (4 * nIn + 1);
     }
 
     /** The epsilon inside the square root, {@code > 0}. */
@@ -166,15 +153,14 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
         this.rms = rms;
     }
 
-    /** Equal when the DL4J settings, {@code eps}, {@code rms} and the data format are equal. */
+    /** Equal when the DL4J settings, the layout, {@code eps} and {@code rms} are equal. */
     @Override
     public boolean equals(Object o) {
         if (o == this) {
             return true;
         }
         return o instanceof LayerNormLayer other && other.canEqual(this) && super.equals(o)
-                && Double.compare(eps, other.eps) == 0 && rms == other.rms
-                && getRnnDataFormat() == other.getRnnDataFormat();
+                && Double.compare(eps, other.eps) == 0 && rms == other.rms;
     }
 
     /** Only a LayerNormLayer may equal this one. */
@@ -186,7 +172,7 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), eps, rms, getRnnDataFormat());
+        return Objects.hash(super.hashCode(), eps, rms);
     }
 
     /** The settings, for logs and messages. */
@@ -203,15 +189,12 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
      */
     // unchecked: DL4J declares build() as the generic <E extends Layer> E build(); javac flags the override
     @SuppressWarnings("unchecked")
-    public static class Builder extends FeedForwardLayer.Builder<Builder> {
+    public static class Builder extends RecurrentFeedForwardLayer.Builder<Builder> {
         private double eps = DEFAULT_EPS;
         private boolean rms;
-        private RNNFormat rnnDataFormat;
 
         /** A builder with the defaults above. */
         public Builder() {
-            // the norm's output is linear; DL4J's global default activation (sigmoid) would otherwise apply
-            this.activationFn = new ActivationIdentity();
         }
 
         /** A builder for {@code width} features per step ({@code nIn = nOut = width}). */
@@ -229,12 +212,6 @@ public class LayerNormLayer extends RecurrentFeedForwardLayer {
         /** RMSNorm: {@code y = g . x / sqrt(mean(x^2) + eps)}, no mean subtraction and no bias; default false. */
         public Builder rms(boolean rms) {
             this.rms = rms;
-            return this;
-        }
-
-        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
-        public Builder dataFormat(RNNFormat format) {
-            this.rnnDataFormat = format;
             return this;
         }
 

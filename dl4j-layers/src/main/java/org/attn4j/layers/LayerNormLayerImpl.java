@@ -3,15 +3,8 @@ package org.attn4j.layers;
 import static org.attn4j.layers.LayerNormParamInitializer.BIAS;
 import static org.attn4j.layers.LayerNormParamInitializer.GAIN;
 
-import org.deeplearning4j.exception.DL4JInvalidInputException;
-import org.deeplearning4j.nn.api.MaskState;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
-import org.deeplearning4j.nn.gradient.DefaultGradient;
-import org.deeplearning4j.nn.gradient.Gradient;
-import org.deeplearning4j.nn.layers.BaseLayer;
-import org.deeplearning4j.nn.workspace.ArrayType;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
-import org.nd4j.common.primitives.Pair;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.ops.transforms.Transforms;
@@ -23,18 +16,17 @@ import org.nd4j.linalg.ops.transforms.Transforms;
  * <p>Inside, activations are handled as rows {@code [B*N, width]} (row {@code b*N + t}), one row per example
  * and step, and every reduction runs along a row: no step reads another. A training forward keeps the
  * normalised rows and {@code 1 / sqrt(var + eps)} per row outside any workspace, so that
- * {@link #backpropGradient} need not recompute them.
+ * {@link #backpropGradient} need not recompute them; the rest of the plumbing is {@link RowLayerImpl}'s.
  */
-public class LayerNormLayerImpl extends BaseLayer<LayerNormLayer> {
-
-    private transient Saved saved;
+public class LayerNormLayerImpl extends RowLayerImpl<LayerNormLayer, LayerNormLayerImpl.Saved> {
 
     /**
      * What backprop needs from the training forward: the input and mask it saw (by identity, to tell whether it
      * is still current), the mask as a column {@code [B*N, 1]} (or null), {@code normed} u (the rows before gain
-     * and bias) and {@code invStd} r per row, detached.
+     * and bias), {@code invStd} r per row and the output {@code z}, detached.
      */
-    record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray normed, INDArray invStd) {
+    record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray normed, INDArray invStd,
+                 INDArray z) implements SavedForward {
     }
 
     /**
@@ -47,79 +39,30 @@ public class LayerNormLayerImpl extends BaseLayer<LayerNormLayer> {
         super(conf, dataType);
     }
 
-    /**
-     * Forward pass: input {@code [B, width, N]} (NCW) or {@code [B, N, width]} (NWC) to output of the same shape,
-     * in the ACTIVATIONS workspace; zero at steps the mask marks as padding.
-     *
-     * @throws DL4JInvalidInputException if the input or mask shape does not fit the layer
-     */
+    /** Normalises every row of the input, then gain and bias. */
     @Override
-    public INDArray activate(boolean training, LayerWorkspaceMgr workspaceMgr) {
-        assertInputSet(false);
-        applyDropOutIfNecessary(training, workspaceMgr);
-        Saved f;
-        if (training) {
-            f = AttentionRows.outsideWorkspaces(this::forward);
-            saved = f;
-        } else {
-            saved = null;
-            f = forward();
-        }
-        INDArray y = f.normed().mulRowVector(getParamWithNoise(GAIN, training, workspaceMgr));
-        if (!layerConf().isRms()) {
-            y.addiRowVector(getParamWithNoise(BIAS, training, workspaceMgr));
-        }
-        if (f.rowMask() != null) {
-            y.muliColumnVector(f.rowMask());
-        }
-        return fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
-    }
-
-    /**
-     * Backward pass for the last training forward (recomputed if the input or mask changed since): fills this
-     * layer's gradient view ({@code dL/dg}, {@code dL/db}) and returns dL/dInput in the input's layout, in the
-     * ACTIVATION_GRAD workspace; both are zero at padded steps.
-     *
-     * @param epsilon dL/dOutput in the output's layout
-     */
-    @Override
-    public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
-        assertInputSet(true);
-        Saved f = saved;
-        if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
-            f = AttentionRows.outsideWorkspaces(this::forward);
-        }
-        saved = null;
+    protected Saved forward(boolean training, LayerWorkspaceMgr workspaceMgr) {
         LayerNormLayer c = layerConf();
-
-        INDArray dy = AttentionRows.toRows(epsilon, c.width(), c.dataFormat());
-        if (f.rowMask() != null) {
-            dy.muliColumnVector(f.rowMask());
-        }
-        gradientViews.get(GAIN).assign(dy.mul(f.normed()).sum(true, 0));
-        if (!c.isRms()) {
-            gradientViews.get(BIAS).assign(dy.sum(true, 0));
-        }
-        INDArray du = dy.muliRowVector(getParamWithNoise(GAIN, true, workspaceMgr));
-        INDArray dx = backpropNormalise(f.normed(), f.invStd(), du, !c.isRms());
-
-        Gradient gradient = new DefaultGradient(gradientsFlattened);
-        for (String key : c.initializer().paramKeys(c)) {
-            gradient.gradientForVariable().put(key, gradientViews.get(key));
-        }
-        weightNoiseParams.clear();
-
-        INDArray epsOut = backpropDropOutIfPresent(fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD));
-        return new Pair<>(gradient, epsOut);
-    }
-
-    /** Normalises every row of the input (before gain and bias) and keeps what backprop needs. */
-    private Saved forward() {
-        LayerNormLayer c = layerConf();
-        AttentionRows.checkInput("LayerNormLayer", input, maskArray, c.dataFormat(), c.width(), layerId());
-        INDArray x = AttentionRows.toRows(input, c.width(), c.dataFormat());
+        checkInput();
+        INDArray x = toRows(input, c.width());
         INDArray invStd = normalise(x, c.getEps(), !c.isRms());
-        return new Saved(input, maskArray, AttentionRows.rowMask(maskArray, dataType), x, invStd);
+        INDArray z = x.mulRowVector(getParamWithNoise(GAIN, training, workspaceMgr));
+        if (!c.isRms()) {
+            z.addiRowVector(getParamWithNoise(BIAS, training, workspaceMgr));
+        }
+        return new Saved(input, maskArray, AttentionRows.rowMask(maskArray, dataType), x, invStd, z);
+    }
+
+    /** Writes {@code dL/dg} and {@code dL/db}, returns dL/dx; {@code dz} is zero at padded steps. */
+    @Override
+    protected INDArray backpropToInput(Saved f, INDArray dz, LayerWorkspaceMgr workspaceMgr) {
+        LayerNormLayer c = layerConf();
+        gradientViews.get(GAIN).assign(dz.mul(f.normed()).sum(true, 0));
+        if (!c.isRms()) {
+            gradientViews.get(BIAS).assign(dz.sum(true, 0));
+        }
+        INDArray du = dz.mulRowVector(getParamWithNoise(GAIN, true, workspaceMgr));
+        return backpropNormalise(f.normed(), f.invStd(), du, !c.isRms());
     }
 
     /**
@@ -163,33 +106,5 @@ public class LayerNormLayerImpl extends BaseLayer<LayerNormLayer> {
             du.subiColumnVector(du.mean(true, 1));
         }
         return du.subi(u.mulColumnVector(projection)).muliColumnVector(invStd);
-    }
-
-    private INDArray fromRows(INDArray rows, LayerWorkspaceMgr workspaceMgr, ArrayType type) {
-        LayerNormLayer c = layerConf();
-        return AttentionRows.fromRows(rows, input.size(0), AttentionRows.timeSteps(input, c.dataFormat()),
-                c.dataFormat(), workspaceMgr, type, dataType);
-    }
-
-    /** Keeps the per-step mask: output step {@code t} is padding exactly when input step {@code t} is. */
-    @Override
-    public Pair<INDArray, MaskState> feedForwardMaskArray(INDArray maskArray, MaskState currentMaskState,
-                                                          int minibatchSize) {
-        setMaskArray(maskArray);
-        this.maskState = currentMaskState;
-        return new Pair<>(maskArray, currentMaskState);
-    }
-
-    /** Not a pretrainable layer. */
-    @Override
-    public boolean isPretrainLayer() {
-        return false;
-    }
-
-    /** Also drops the arrays kept for backprop. */
-    @Override
-    public void clear() {
-        super.clear();
-        saved = null;
     }
 }

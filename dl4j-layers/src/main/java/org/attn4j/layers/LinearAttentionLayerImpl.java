@@ -13,9 +13,7 @@ import static org.attn4j.layers.LinearAttentionParamInitializer.WV;
 
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
-import org.attn4j.ops.linear.LinearAttentionCache;
 import org.attn4j.ops.linear.LinearAttentionGradients;
-import org.attn4j.ops.linear.LinearAttentionOutput;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -43,8 +41,7 @@ public class LinearAttentionLayerImpl
      * activation.
      */
     record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, Decay decay, INDArray x,
-                 INDArray q, INDArray k, INDArray v, LinearAttentionCache cache, ShardedPass<?> sharded,
-                 INDArray invRms, INDArray normed, INDArray gained, INDArray z) implements SavedForward {
+                 INDArray q, INDArray k, INDArray v, AttentionPass<?> attention, INDArray invRms, INDArray normed, INDArray gained, INDArray z) implements SavedForward {
     }
 
     /**
@@ -65,8 +62,7 @@ public class LinearAttentionLayerImpl
         INDArray dMerged = backpropNorm(f, dGained, workspaceMgr);
 
         INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
-        LinearAttentionGradients g = f.sharded() != null ? f.sharded().backwardLinear(f.q(), f.k(), f.v(), dO)
-                : op().backward(f.q(), f.k(), f.v(), f.decay(), c.isCausal(), null, dO, null, f.cache());
+        LinearAttentionGradients g = f.attention().backwardLinear(f.q(), f.k(), f.v(), dO);
         INDArray dk = AttentionRows.fromHeads(g.dk());
         INDArray dv = AttentionRows.fromHeads(g.dv());
         if (f.rowMask() != null) {
@@ -124,27 +120,16 @@ public class LinearAttentionLayerImpl
         INDArray k = AttentionRows.toHeads(kRows, b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(vRows, b, n, c.getNKvHeads());
         Decay decay = decay(training, workspaceMgr);
-        SequenceParallel.Context sp = SequenceParallel.current();
-        ShardedPass<?> sharded = null;
-        INDArray out;
-        LinearAttentionCache cache = null;
-        if (sp != null) {       // LASP: the state travels along this worker's sequence group
-            SequenceParallel.checkShard(sp, c.layerType() + " " + layerId(), n, maskArray != null);
-            sharded = ShardedPass.forwardLinear(sp.linear(op(), decay, c.isCausal()), q, k, v);
-            out = sharded.output();
-        } else {
-            LinearAttentionOutput a = op().forward(q, k, v, decay, c.isCausal(), null);
-            out = a.output();
-            cache = a.cache();
-        }
+        AttentionPass<?> a = AttentionPass.forwardLinear(SequenceParallel.linear(c.layerType() + " " + layerId(), n,
+                maskArray != null, op(), decay, c.isCausal()), q, k, v);
 
-        INDArray merged = AttentionRows.fromHeads(out);
+        INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray invRms = Transforms.pow(merged.mul(merged).mean(true, 1).addi(LinearAttentionLayer.NORM_EPS), -0.5,
                 false);
         INDArray normed = merged.mulColumnVector(invRms);
         INDArray gained = normed.mulRowVector(getParamWithNoise(GAIN, training, workspaceMgr));
         INDArray z = project(gained, WO, BO, training, workspaceMgr);
-        return new Saved(input, maskArray, rowMask, decay, x, q, k, v, cache, sharded, invRms, normed, gained, z);
+        return new Saved(input, maskArray, rowMask, decay, x, q, k, v, a, invRms, normed, gained, z);
     }
 
     /** The decay of this pass: none when not causal, {@code sigmoid(theta)} when learned, else the configured. */

@@ -59,7 +59,7 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
     }
 
     private PositionalEmbeddingLayer(Builder b) {
-        super(b, b.rnnDataFormat);
+        super(b);
         // the width is one number: either of nIn and nOut gives the other
         if (nOut == 0) {
             nOut = nIn;
@@ -77,6 +77,7 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
      *
      * @throws IllegalArgumentException naming the setting, the expected and the actual value
      */
+    @Override
     void validate(boolean complete) {
         String who = who();
         AttentionSettings.require(maxLength > 0, who + ": maxLength must be > 0, got " + maxLength);
@@ -95,9 +96,10 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
         }
     }
 
-    /** The name used in messages: {@code PositionalEmbeddingLayer}, with the layer name in quotes if it has one. */
-    String who() {
-        return AttentionSettings.who(NAME, layerName);
+    /** {@code PositionalEmbeddingLayer}. */
+    @Override
+    String layerType() {
+        return NAME;
     }
 
     /** The number of features per step, {@code nIn} (which equals {@code nOut}). */
@@ -116,18 +118,10 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
         }
     }
 
-    /**
-     * Creates a {@link PositionalEmbeddingLayerImpl} over the given parameter view.
-     *
-     * @throws IllegalArgumentException if the configuration is incomplete or inconsistent
-     */
+    /** A {@link PositionalEmbeddingLayerImpl}. */
     @Override
-    public Layer instantiate(NeuralNetConfiguration conf, Collection<TrainingListener> trainingListeners,
-                             int layerIndex, INDArray layerParamsView, boolean initializeParams,
-                             DataType networkDataType) {
-        validate(true);
-        return AttentionSettings.wire(new PositionalEmbeddingLayerImpl(conf, networkDataType), conf, initializer(),
-                trainingListeners, layerIndex, layerParamsView, initializeParams);
+    protected Layer newImplementation(NeuralNetConfiguration conf, DataType dataType) {
+        return new PositionalEmbeddingLayerImpl(conf, dataType);
     }
 
     /** The {@link PositionalEmbeddingParamInitializer}. */
@@ -136,24 +130,16 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
         return PositionalEmbeddingParamInitializer.getInstance();
     }
 
-    /**
-     * Parameters and their updater state, plus per example the output (inference) and, in training, the masked
-     * copy and the input gradient as well.
-     *
-     * @throws IllegalStateException if the input is not recurrent
-     */
+    /** The output. */
     @Override
-    public LayerMemoryReport getMemoryReport(InputType inputType) {
-        InputType outputType = getOutputType(-1, inputType);
-        long params = initializer().numParams(this);
-        long updaterState = getIUpdater() == null ? 0 : getIUpdater().stateSize(params);
-        long steps = Math.max(((InputType.InputTypeRecurrent) inputType).getTimeSeriesLength(), 1);
-        long perExample = steps * nOut;
-        return new LayerMemoryReport.Builder(layerName, getClass(), inputType, outputType)
-                .standardMemory(params, updaterState)
-                .workingMemory(0, perExample, 0, 3 * perExample)
-                .cacheMemory(MemoryReport.CACHE_MODE_ALL_ZEROS, MemoryReport.CACHE_MODE_ALL_ZEROS)
-                .build();
+    protected long inferenceMemory(long steps) {
+        return steps * nOut;
+    }
+
+    /** The output, the masked copy and the input gradient. */
+    @Override
+    protected long trainingMemory(long steps) {
+        return 3 * steps * nOut;
     }
 
     /** The number of positions {@code P} holds: steps must sit at positions {@code 0 .. maxLength-1}. */
@@ -183,8 +169,7 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
             return true;
         }
         return o instanceof PositionalEmbeddingLayer other && other.canEqual(this) && super.equals(o)
-                && maxLength == other.maxLength && Double.compare(initStd, other.initStd) == 0
-                && getRnnDataFormat() == other.getRnnDataFormat();
+                && maxLength == other.maxLength && Double.compare(initStd, other.initStd) == 0;
     }
 
     /** Only a PositionalEmbeddingLayer may equal this one. */
@@ -196,7 +181,7 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), maxLength, initStd, getRnnDataFormat());
+        return Objects.hash(super.hashCode(), maxLength, initStd);
     }
 
     /** The settings, for logs and messages. */
@@ -213,15 +198,12 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
      */
     // unchecked: DL4J declares build() as the generic <E extends Layer> E build(); javac flags the override
     @SuppressWarnings("unchecked")
-    public static class Builder extends FeedForwardLayer.Builder<Builder> {
+    public static class Builder extends RecurrentFeedForwardLayer.Builder<Builder> {
         private int maxLength;
         private double initStd = DEFAULT_INIT_STD;
-        private RNNFormat rnnDataFormat;
 
         /** A builder with the defaults above. */
         public Builder() {
-            // the layer adds P and nothing else; DL4J's global default activation (sigmoid) must not apply
-            this.activationFn = new ActivationIdentity();
         }
 
         /** The number of positions the table holds ({@code > 0}); the longest sequence it accepts. */
@@ -240,12 +222,6 @@ public class PositionalEmbeddingLayer extends RecurrentFeedForwardLayer {
         /** Standard deviation ({@code >= 0}) of the zero-mean normal {@code P} starts from. */
         public Builder initStd(double initStd) {
             this.initStd = initStd;
-            return this;
-        }
-
-        /** Input and output layout, NCW or NWC; default the input type's format, else NCW. */
-        public Builder dataFormat(RNNFormat format) {
-            this.rnnDataFormat = format;
             return this;
         }
 

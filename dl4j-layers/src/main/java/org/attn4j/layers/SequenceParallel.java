@@ -3,8 +3,12 @@ package org.attn4j.layers;
 import java.util.Arrays;
 
 import org.attn4j.ops.SequenceParallelAttention;
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.ops.flash.LocalAttention;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.LocalLinearAttention;
 import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 import org.deeplearning4j.exception.DL4JInvalidInputException;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -108,12 +112,69 @@ public final class SequenceParallel {
     }
 
     /**
+     * The softmax attention a layer runs on this thread: the context's algorithm on a worker's shard, or
+     * {@link LocalAttention} on one device. The layers call only the returned interface.
+     *
+     * @param layer      the layer, for messages
+     * @param timeSteps  the input's sequence length
+     * @param causal     causal mask
+     * @param window     sliding window, 0 for none
+     * @param keyPadding the feature mask {@code [B, N]} (1 = real step), or null
+     * @throws DL4JInvalidInputException if the input does not fit the sequence-parallel context
+     */
+    static SequenceParallelAttention<?> softmax(String layer, long timeSteps, boolean causal, int window,
+                                                INDArray keyPadding) {
+        Context c = CURRENT.get();
+        if (c == null) {
+            return new LocalAttention(FlashAttention.defaults(),
+                    AttentionMask.builder().causal(causal).window(window).keyPadding(keyPadding).build());
+        }
+        checkShard(c, layer, timeSteps, keyPadding != null);
+        return c.softmax(causal, window);
+    }
+
+    /**
+     * The linear attention a layer runs on this thread: the context's LASP on a worker's shard, or
+     * {@link LocalLinearAttention} on one device.
+     *
+     * @param masked whether the input has a feature mask (refused sequence-parallel)
+     * @throws DL4JInvalidInputException if the input does not fit the sequence-parallel context
+     */
+    static SequenceParallelLinearAttention<?> linear(String layer, long timeSteps, boolean masked, LinearAttention op,
+                                                     Decay decay, boolean causal) {
+        Context c = CURRENT.get();
+        if (c == null) {
+            return new LocalLinearAttention(op, decay, causal);
+        }
+        checkShard(c, layer, timeSteps, masked);
+        return c.linear(op, decay, causal);
+    }
+
+    /**
+     * The global position of each of a layer's time steps: the context's positions on a worker's shard,
+     * {@code 0 .. timeSteps-1} on one device.
+     *
+     * @throws DL4JInvalidInputException if the input does not fit the sequence-parallel context
+     */
+    static int[] positions(String layer, long timeSteps) {
+        Context c = CURRENT.get();
+        if (c == null) {
+            int[] positions = new int[Math.toIntExact(timeSteps)];
+            Arrays.setAll(positions, t -> t);
+            return positions;
+        }
+        // a per-step mask is no obstacle here, unlike in attention: every step is handled on its own
+        checkShard(c, layer, timeSteps, false);
+        return c.positions();
+    }
+
+    /**
      * Checks that a layer's input fits the context: as many time steps as the worker holds positions, and no
      * per-step mask (key padding is not supported sequence-parallel).
      *
      * @throws DL4JInvalidInputException naming the layer and what was expected
      */
-    static void checkShard(Context c, String layer, long timeSteps, boolean masked) {
+    private static void checkShard(Context c, String layer, long timeSteps, boolean masked) {
         if (timeSteps != c.positions().length) {
             throw new DL4JInvalidInputException(layer + ": sequence-parallel input has " + timeSteps
                     + " time steps, but this worker holds " + c.positions().length + " positions of N = "

@@ -1,6 +1,7 @@
 package org.attn4j.ops;
 
 import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.FlashAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -11,8 +12,10 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  *
  * <p>The implementations live in the distributed module ({@code org.attn4j.distributed.sequence}):
  * {@code RingAttention}, {@code WallFacerAttention}, {@code Attention2D}, {@code Attention2DOverlap},
- * {@code LaspAttention} (linear attention) and {@code UlyssesAttention}. The attention layers call them through
- * this interface when a sequence-parallel context is active, so the layers need no transport.
+ * {@code LaspAttention} (linear attention), {@code UlyssesAttention} and {@code AllGatherAttention}; the
+ * single-device case ({@code P = 1}) is {@link org.attn4j.ops.flash.LocalAttention} and
+ * {@link org.attn4j.ops.linear.LocalLinearAttention}. The attention layers and SameDiff's sequence-parallel op
+ * call only this interface, so they need neither a transport nor a branch for one device.
  *
  * @param <F> what the forward pass keeps for the backward pass
  */
@@ -51,4 +54,14 @@ public interface SequenceParallelAttention<F extends SequenceParallelAttention.P
      * @return this worker's dQ, dK, dV
      */
     AttentionGradients backward(INDArray q, INDArray k, INDArray v, F forward, INDArray dO, double scale);
+
+    /**
+     * The scale for a caller that set none ({@code scale} in {@link #forward}): {@code 1/sqrt(D)} for softmax
+     * attention ({@link FlashAttention#defaultScale}).
+     *
+     * @param headDim the head dimension D
+     */
+    default double defaultScale(long headDim) {
+        return FlashAttention.defaultScale(headDim);
+    }
 }

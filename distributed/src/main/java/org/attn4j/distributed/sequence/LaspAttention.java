@@ -98,29 +98,6 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
     }
 
     /**
-     * The forward pass of linear attention with scaled queries, {@code (scale q)} in place of {@code q}.
-     *
-     * @param scale the query scale; 1 is {@link #forward(INDArray, INDArray, INDArray)}
-     */
-    @Override
-    public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
-        return forward(scaled(q, scale), k, v);
-    }
-
-    /** The backward pass of {@link #forward(INDArray, INDArray, INDArray, double)}; dQ includes the scale. */
-    @Override
-    public AttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward forward, INDArray dO,
-                                       double scale) {
-        LinearAttentionGradients g = backward(scaled(q, scale), k, v, forward, dO);
-        INDArray dq = scale == 1.0 ? g.dq() : g.dq().muli(scale);
-        return new AttentionGradients(dq, g.dk(), g.dv());
-    }
-
-    private static INDArray scaled(INDArray q, double scale) {
-        return scale == 1.0 ? q : q.mul(scale);
-    }
-
-    /**
      * The forward pass on this worker's contiguous shard.
      *
      * @return the local output and what the backward pass needs

@@ -9,7 +9,7 @@ import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
-import org.attn4j.layers.AttentionLayerBaseImpl;
+import org.attn4j.layers.RowLayerImpl;
 import org.attn4j.layers.SequenceParallel;
 import org.deeplearning4j.nn.api.Model;
 import org.deeplearning4j.nn.api.Trainable;
@@ -80,11 +80,11 @@ public final class DistributedTrainer {
     private SequenceShardContext context;
     /** The parameter vector's slices, gathered and released. */
     private final ShardedParameters shards;
-    /** The flat ranges of the layers that gather their own parameters when they run (attn4j's attention layers). */
+    /** The flat ranges of the layers that gather their own parameters when they run (attn4j's layers). */
     private final List<long[]> selfGathering;
     /** False while other ranks' slices are stale or released (ZeRO stage 3 between steps). */
     private boolean paramsWhole = true;
-    /** During this step's passes, attention layers gather their parameters per use (ZeRO stage 3). */
+    /** During this step's passes, attn4j's layers gather their parameters per use (ZeRO stage 3). */
     private boolean gatherPerLayer;
     private double lastScore = Double.NaN;
     private final CheckpointStore checkpoints;
@@ -523,7 +523,7 @@ public final class DistributedTrainer {
     /**
      * Before a step's forward pass, ZeRO stage 3: the parameters the step needs. Without listeners on the network
      * itself (DL4J calls those in the middle of the passes, where they must see every parameter), attn4j's
-     * attention layers gather their own parameters each time they run and release them afterwards
+     * layers gather their own parameters each time they run and release them afterwards
      * ({@link #useParameters}), so only the other layers' parameters are gathered here: the layer-by-layer
      * gathering of ZeRO stage 3 for the layers that hold most of a transformer's parameters.
      */
@@ -561,13 +561,13 @@ public final class DistributedTrainer {
         return () -> shards.release(r[0], r[1]);
     }
 
-    /** The flat ranges of the layers (in flat order) that gather their own parameters: attn4j's attention layers. */
+    /** The flat ranges of the layers (in flat order) that gather their own parameters: attn4j's layers. */
     private static List<long[]> selfGatheringRanges(List<Trainable> layers) {
         List<long[]> out = new ArrayList<>();
         long offset = 0;
         for (Trainable t : layers) {
             Object layer = t instanceof GraphVertex v && v.hasLayer() ? v.getLayer() : t;
-            if (layer instanceof AttentionLayerBaseImpl<?, ?> && t.numParams() > 0) {
+            if (layer instanceof RowLayerImpl<?, ?> && t.numParams() > 0) {
                 out.add(new long[] {offset, offset + t.numParams()});
             }
             offset += t.numParams();

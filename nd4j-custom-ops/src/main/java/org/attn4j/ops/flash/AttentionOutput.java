@@ -1,5 +1,6 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.SequenceParallelAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -11,5 +12,5 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * @param output normalised attention output {@code [B, H, Nq, D]}
  * @param lse    log-sum-exp of the scaled scores {@code [B, H, Nq]}
  */
-public record AttentionOutput(INDArray output, INDArray lse) {
+public record AttentionOutput(INDArray output, INDArray lse) implements SequenceParallelAttention.Pass {
 }

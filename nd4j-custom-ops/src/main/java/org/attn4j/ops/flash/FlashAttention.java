@@ -71,6 +71,18 @@ public final class FlashAttention {
         return 1.0 / Math.sqrt(headDim);
     }
 
+    /**
+     * The softmax scale in use, the one place where an unset scale becomes the default: {@code scale} when set,
+     * else {@link #defaultScale}. Unset is null in the Java API and 0 in SameDiff's op arguments (which cannot
+     * hold null); both mean the same here.
+     *
+     * @param scale   the configured scale, or null or 0 for the default
+     * @param headDim the head dimension D
+     */
+    public static double resolveScale(Double scale, long headDim) {
+        return scale == null || scale == 0.0 ? defaultScale(headDim) : scale;
+    }
+
     /** {@link #forward(INDArray, INDArray, INDArray, AttentionMask, double)} with the default scale. */
     public AttentionOutput forward(INDArray q, INDArray k, INDArray v, AttentionMask mask) {
         return forward(q, k, v, mask, defaultScale(q == null || q.rank() != 4 ? 1 : q.size(3)));

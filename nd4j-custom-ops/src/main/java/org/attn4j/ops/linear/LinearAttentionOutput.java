@@ -1,5 +1,6 @@
 package org.attn4j.ops.linear;
 
+import org.attn4j.ops.SequenceParallelAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -10,5 +11,12 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  *               k_i v_i^T} plus the decayed incoming state; pass it as {@code kvIn} of the next segment
  * @param cache  the per-chunk states for {@link LinearAttention#backward} (LASP's KV state caching)
  */
-public record LinearAttentionOutput(INDArray output, INDArray kvOut, LinearAttentionCache cache) {
+public record LinearAttentionOutput(INDArray output, INDArray kvOut, LinearAttentionCache cache)
+        implements SequenceParallelAttention.Pass {
+
+    /** Linear attention has no softmax: null. */
+    @Override
+    public INDArray lse() {
+        return null;
+    }
 }

@@ -1,6 +1,7 @@
 package org.attn4j.ops.linear;
 
 import org.attn4j.ops.SequenceParallelAttention;
+import org.attn4j.ops.flash.AttentionGradients;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -29,4 +30,27 @@ public interface SequenceParallelLinearAttention<F extends SequenceParallelAtten
      *         decay gradient of the whole sequence)
      */
     LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, F forward, INDArray dO);
+
+    /**
+     * The forward pass with scaled queries, {@code (scale q)} in place of {@code q}.
+     *
+     * @param scale the query scale; 1 is {@link #forward(INDArray, INDArray, INDArray)}
+     */
+    @Override
+    default F forward(INDArray q, INDArray k, INDArray v, double scale) {
+        return forward(scale == 1.0 ? q : q.mul(scale), k, v);
+    }
+
+    /** The backward pass of {@link #forward(INDArray, INDArray, INDArray, double)}; dQ includes the scale. */
+    @Override
+    default AttentionGradients backward(INDArray q, INDArray k, INDArray v, F forward, INDArray dO, double scale) {
+        LinearAttentionGradients g = backward(scale == 1.0 ? q : q.mul(scale), k, v, forward, dO);
+        return new AttentionGradients(scale == 1.0 ? g.dq() : g.dq().muli(scale), g.dk(), g.dv());
+    }
+
+    /** Linear attention's queries are used as they are unless a caller scales them: 1. */
+    @Override
+    default double defaultScale(long headDim) {
+        return 1.0;
+    }
 }

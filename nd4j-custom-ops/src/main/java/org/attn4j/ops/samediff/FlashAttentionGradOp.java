@@ -58,7 +58,7 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
         INDArray delta = FlashAttention.delta(in[3], in[5]).subi(in[6]);
         AttentionGradients g = FlashAttention.defaults().backwardFromDelta(q, in[1], in[2], delta, in[4], in[5],
                 FlashAttentionOp.mask(getIArgument(0) != 0, getIArgument(1).intValue(), in.length > 7 ? in[7] : null),
-                FlashAttentionOp.scaleFor(getTArgument(0), q.size(3)));
+                FlashAttention.resolveScale(getTArgument(0), q.size(3)));
         out[0].assign(g.dq());
         out[1].assign(g.dk());
         out[2].assign(g.dv());

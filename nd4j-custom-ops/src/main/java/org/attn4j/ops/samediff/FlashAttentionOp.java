@@ -60,10 +60,6 @@ public final class FlashAttentionOp extends JavaBackedOp {
         return AttentionMask.builder().causal(causal).window(window).keyPadding(keyPadding).build();
     }
 
-    /** The scale to use for head dimension {@code headDim}: the stored one, or the default if it is 0. */
-    static double scaleFor(double stored, long headDim) {
-        return stored == 0.0 ? FlashAttention.defaultScale(headDim) : stored;
-    }
 
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
@@ -86,7 +82,7 @@ public final class FlashAttentionOp extends JavaBackedOp {
     protected void compute(INDArray[] in, INDArray[] out) {
         INDArray q = in[0];
         AttentionOutput r = FlashAttention.defaults().forward(q, in[1], in[2],
-                mask(causal(), window(), in.length > 3 ? in[3] : null), scaleFor(scale(), q.size(3)));
+                mask(causal(), window(), in.length > 3 ? in[3] : null), FlashAttention.resolveScale(scale(), q.size(3)));
         out[0].assign(r.output());
         out[1].assign(r.lse());
     }

@@ -111,12 +111,9 @@ public final class SequenceParallelOp extends JavaBackedOp {
             pass = algorithm.forward(q, k, v, scaleFor(scale, q));
         }
 
-        /** The stored scale, or the default (0 stored): 1 for linear attention, {@code 1/sqrt(D)} for softmax. */
+        /** The stored scale, or the algorithm's default (0 stored). */
         private double scaleFor(double stored, INDArray q) {
-            if (stored != 0.0) {
-                return stored;
-            }
-            return algorithm instanceof SequenceParallelLinearAttention ? 1.0 : FlashAttention.defaultScale(q.size(3));
+            return stored != 0.0 ? stored : algorithm.defaultScale(q.size(3));
         }
 
         synchronized INDArray lastOutput() {

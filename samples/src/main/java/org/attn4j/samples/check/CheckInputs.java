@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.Arrays;
 
 import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.io.Npy;
 import org.attn4j.samples.io.NpyFormatException;
@@ -73,7 +74,7 @@ public final class CheckInputs {
         checkFinite(K, k);
         checkFinite(V, v);
         checkFinite(DO, dO);
-        double s = scale == null ? 1.0 / Math.sqrt(q.size(3)) : scale;
+        double s = FlashAttention.resolveScale(scale, q.size(3));
         return new CheckProblem(q, k, v, dO, mask, s, decay);
     }
 

@@ -7,31 +7,32 @@ import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * A sequence-parallel algorithm together with the forward pass it made, so that a layer's backward pass can hand
- * the pass back to the same algorithm (the type parameter ties them; layers hold it as {@code ShardedPass<?>}).
+ * An attention algorithm (on one device or sequence-parallel) together with the forward pass it made, so that a
+ * layer's backward pass can hand the pass back to the same algorithm (the type parameter ties them; layers hold it
+ * as {@code AttentionPass<?>}).
  *
  * @param <F> what the algorithm's forward pass keeps
  */
-final class ShardedPass<F extends SequenceParallelAttention.Pass> {
+final class AttentionPass<F extends SequenceParallelAttention.Pass> {
 
     private final SequenceParallelAttention<F> algorithm;
     private final F pass;
 
-    private ShardedPass(SequenceParallelAttention<F> algorithm, F pass) {
+    private AttentionPass(SequenceParallelAttention<F> algorithm, F pass) {
         this.algorithm = algorithm;
         this.pass = pass;
     }
 
-    /** Runs {@code algorithm}'s forward pass on this worker's shards. */
-    static <F extends SequenceParallelAttention.Pass> ShardedPass<F> forward(SequenceParallelAttention<F> algorithm,
+    /** Runs {@code algorithm}'s forward pass on this worker's shards (the whole sequence on one device). */
+    static <F extends SequenceParallelAttention.Pass> AttentionPass<F> forward(SequenceParallelAttention<F> algorithm,
             INDArray q, INDArray k, INDArray v, double scale) {
-        return new ShardedPass<>(algorithm, algorithm.forward(q, k, v, scale));
+        return new AttentionPass<>(algorithm, algorithm.forward(q, k, v, scale));
     }
 
     /** Runs a linear algorithm's forward pass (unscaled queries) on this worker's shards. */
-    static <F extends SequenceParallelAttention.Pass> ShardedPass<F> forwardLinear(
+    static <F extends SequenceParallelAttention.Pass> AttentionPass<F> forwardLinear(
             SequenceParallelLinearAttention<F> algorithm, INDArray q, INDArray k, INDArray v) {
-        return new ShardedPass<>(algorithm, algorithm.forward(q, k, v));
+        return new AttentionPass<>(algorithm, algorithm.forward(q, k, v));
     }
 
     /** This worker's output rows {@code [B, H, n, D]}. */

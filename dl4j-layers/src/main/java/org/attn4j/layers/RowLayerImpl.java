@@ -1,0 +1,213 @@
+package org.attn4j.layers;
+
+import java.util.Arrays;
+
+import org.deeplearning4j.exception.DL4JInvalidInputException;
+import org.deeplearning4j.nn.api.MaskState;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.gradient.DefaultGradient;
+import org.deeplearning4j.nn.gradient.Gradient;
+import org.deeplearning4j.nn.layers.BaseLayer;
+import org.deeplearning4j.nn.workspace.ArrayType;
+import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
+import org.nd4j.common.primitives.Pair;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * The forward and backward plumbing attn4j's layer implementations share (attention, linear attention, layer
+ * norm, positional embedding), around a concrete layer's
+ * {@link #forward} (input to {@code z}, the output before the activation) and {@link #backpropToInput}
+ * ({@code dL/dz} to {@code dL/dx}): dropout, the activation, the mask on the output, keeping a training forward
+ * for backprop, DL4J's gradient table, the per-step mask, the RNN layouts, and the use of the layer's parameters
+ * that a ZeRO stage-3 trainer turns into a gather ({@link SequenceParallel#useParameters}).
+ *
+ * <p>Inside, activations are handled as rows {@code [B*N, features]} (row {@code b*N + t}). A training forward
+ * runs outside any workspace, so that {@link #backpropGradient} need not recompute what it kept.
+ *
+ * @param <C> the layer configuration
+ * @param <S> what the concrete forward keeps for backprop
+ */
+public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extends RowLayerImpl.SavedForward>
+        extends BaseLayer<C> {
+
+    private transient S saved;
+
+    /**
+     * What a forward keeps for backprop: the input and mask it saw (by identity, to tell whether it is still
+     * current), the rest detached.
+     */
+    protected interface SavedForward {
+        /** The input the forward saw. */
+        INDArray inputRef();
+
+        /** The mask the forward saw, or null. */
+        INDArray maskRef();
+
+        /** The mask as a column {@code [B*N, 1]}, or null for none. */
+        INDArray rowMask();
+
+        /** The output before the activation, rows {@code [B*N, nOut]}. */
+        INDArray z();
+    }
+
+    /**
+     * Creates the layer for a configuration whose layer is a {@code C}.
+     *
+     * @param conf     network configuration of this layer
+     * @param dataType the network's data type
+     */
+    protected RowLayerImpl(NeuralNetConfiguration conf, DataType dataType) {
+        super(conf, dataType);
+    }
+
+    /**
+     * The concrete layer's forward up to the output before the activation, as rows.
+     *
+     * @param training     whether parameters are taken with training-time weight noise
+     * @param workspaceMgr the workspaces of this pass
+     * @throws DL4JInvalidInputException if the input or mask shape does not fit the layer
+     */
+    protected abstract S forward(boolean training, LayerWorkspaceMgr workspaceMgr);
+
+    /**
+     * The concrete layer's backward from {@code dL/dz} (rows, the output before the activation, zero at padded
+     * steps): writes every parameter's gradient into its gradient view and returns {@code dL/dx} as rows.
+     *
+     * @param f            the training forward of this input and mask
+     * @param dz           dL/dz, rows {@code [B*N, nOut]}
+     * @param workspaceMgr the workspaces of this pass
+     */
+    protected abstract INDArray backpropToInput(S f, INDArray dz, LayerWorkspaceMgr workspaceMgr);
+
+    /**
+     * Forward pass: input {@code [B, nIn, N]} (NCW) or {@code [B, N, nIn]} (NWC) to output {@code [B, nOut, N]}
+     * or {@code [B, N, nOut]}, in the ACTIVATIONS workspace; zero at steps the mask marks as padding.
+     *
+     * @throws DL4JInvalidInputException if the input or mask shape does not fit the layer
+     */
+    @Override
+    public INDArray activate(boolean training, LayerWorkspaceMgr workspaceMgr) {
+        assertInputSet(false);
+        applyDropOutIfNecessary(training, workspaceMgr);
+        S f;
+        try (SequenceParallel.ParameterUse use = SequenceParallel.useParameters(paramsFlattened)) {
+            if (training) {
+                f = forwardOutsideWorkspaces(workspaceMgr);
+                saved = f;
+            } else {
+                saved = null;
+                f = forward(false, workspaceMgr);
+            }
+        }
+        INDArray y = layerConf().getActivationFn().getActivation(f.z().dup(), training);
+        if (f.rowMask() != null) {
+            y.muliColumnVector(f.rowMask());
+        }
+        return fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
+    }
+
+    /**
+     * Backward pass for the last training forward (recomputed if the input or mask changed since): fills this
+     * layer's gradient view and returns dL/dInput in the input's layout, in the ACTIVATION_GRAD workspace.
+     *
+     * @param epsilon dL/dOutput in the output's layout
+     */
+    @Override
+    public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
+        assertInputSet(true);
+        C c = layerConf();
+        INDArray dx;
+        try (SequenceParallel.ParameterUse use = SequenceParallel.useParameters(paramsFlattened)) {
+            S f = saved;
+            if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
+                f = forwardOutsideWorkspaces(workspaceMgr);
+            }
+            saved = null;
+            checkEpsilon(epsilon);
+            INDArray eps = toRows(epsilon, c.getNOut());
+            if (f.rowMask() != null) {
+                eps.muliColumnVector(f.rowMask());
+            }
+            INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
+            dx = backpropToInput(f, dz, workspaceMgr);
+        }
+
+        Gradient gradient = new DefaultGradient(gradientsFlattened);
+        for (String key : c.initializer().paramKeys(c)) {
+            gradient.gradientForVariable().put(key, gradientViews.get(key));
+        }
+        weightNoiseParams.clear();
+
+        INDArray epsOut = backpropDropOutIfPresent(fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD));
+        return new Pair<>(gradient, epsOut);
+    }
+
+    /** A training forward whose arrays outlive the workspaces open now, so that backprop can use them. */
+    private S forwardOutsideWorkspaces(LayerWorkspaceMgr workspaceMgr) {
+        return AttentionRows.outsideWorkspaces(() -> forward(true, workspaceMgr));
+    }
+
+    /**
+     * Checks the input and mask against the configuration.
+     *
+     * @throws DL4JInvalidInputException naming the layer, the expected and the actual shape
+     */
+    protected void checkInput() {
+        C c = layerConf();
+        AttentionRows.checkInput(c.layerType(), input, maskArray, c.dataFormat(), c.getNIn(), layerId());
+    }
+
+    /**
+     * Checks that dL/dOutput has the output's shape.
+     *
+     * @throws DL4JInvalidInputException naming the layer, the expected and the actual shape
+     */
+    private void checkEpsilon(INDArray epsilon) {
+        C c = layerConf();
+        long[] expected = c.dataFormat() == RNNFormat.NCW ? new long[] {input.size(0), c.getNOut(), timeSteps()}
+                : new long[] {input.size(0), timeSteps(), c.getNOut()};
+        if (!Arrays.equals(epsilon.shape(), expected)) {
+            throw new DL4JInvalidInputException(c.layerType() + ": epsilon must have the output's shape "
+                    + Arrays.toString(expected) + ", got " + Arrays.toString(epsilon.shape()) + " " + layerId());
+        }
+    }
+
+    /** The input's sequence length. */
+    protected long timeSteps() {
+        return AttentionRows.timeSteps(input, layerConf().dataFormat());
+    }
+
+    /** {@code a} in the layer's layout to a fresh C-order {@code [B*N, features]}. */
+    protected INDArray toRows(INDArray a, long features) {
+        return AttentionRows.toRows(a, features, layerConf().dataFormat());
+    }
+
+    private INDArray fromRows(INDArray rows, LayerWorkspaceMgr workspaceMgr, ArrayType type) {
+        return AttentionRows.fromRows(rows, input.size(0), timeSteps(), layerConf().dataFormat(), workspaceMgr, type,
+                dataType);
+    }
+
+    /** Keeps the per-step mask: output step {@code t} is padding exactly when input step {@code t} is. */
+    @Override
+    public Pair<INDArray, MaskState> feedForwardMaskArray(INDArray maskArray, MaskState currentMaskState,
+                                                          int minibatchSize) {
+        setMaskArray(maskArray);
+        this.maskState = currentMaskState;
+        return new Pair<>(maskArray, currentMaskState);
+    }
+
+    /** Not a pretrainable layer. */
+    @Override
+    public boolean isPretrainLayer() {
+        return false;
+    }
+
+    /** Also drops the arrays kept for backprop. */
+    @Override
+    public void clear() {
+        super.clear();
+        saved = null;
+    }
+}
