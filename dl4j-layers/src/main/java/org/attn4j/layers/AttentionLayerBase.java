@@ -2,9 +2,6 @@ package org.attn4j.layers;
 
 import java.util.Objects;
 
-import org.deeplearning4j.nn.api.Layer;
-import org.deeplearning4j.nn.conf.layers.FeedForwardLayer;
-
 /**
  * What the multi-head attention layer configurations share: query and key/value head counts (GQA when
  * {@code nKvHeads < nHeads}: query head {@code h} reads kv head {@code h / (nHeads / nKvHeads)}), the per-head

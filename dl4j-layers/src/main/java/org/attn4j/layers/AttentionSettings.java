@@ -80,16 +80,17 @@ final class AttentionSettings {
     }
 
     /**
-     * Slices a flat parameter or gradient vector into 'f'-order views of the given 2-d shapes, in order.
+     * Slices a flat parameter or gradient vector into views of the given 2-d shapes, in order.
      *
      * @param who    the initializer's name for messages
      * @param layer  the configuration, for messages
      * @param what   "parameter" or "gradient", for messages
+     * @param order  the views' order, 'f' or 'c'
      * @return a mutable, insertion-ordered map (DL4J may add entries and iterates it in flat-vector order)
      * @throws IllegalArgumentException if the vector's length is not the sum of the shapes' sizes
      */
     static Map<String, INDArray> slice(String who, Object layer, Map<String, long[]> shapes, INDArray flat,
-                                       String what) {
+                                       String what, char order) {
         long expected = 0;
         for (long[] shape : shapes.values()) {
             expected += shape[0] * shape[1];
@@ -104,7 +105,7 @@ final class AttentionSettings {
         for (Map.Entry<String, long[]> e : shapes.entrySet()) {
             long[] shape = e.getValue();
             long len = shape[0] * shape[1];
-            out.put(e.getKey(), vector.get(NDArrayIndex.interval(offset, offset + len)).reshape('f', shape));
+            out.put(e.getKey(), vector.get(NDArrayIndex.interval(offset, offset + len)).reshape(order, shape));
             offset += len;
         }
         return out;

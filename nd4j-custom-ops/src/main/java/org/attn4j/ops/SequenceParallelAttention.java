@@ -1,6 +1,7 @@
 package org.attn4j.ops;
 
 import org.attn4j.ops.flash.AttentionGradients;
+import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -28,6 +29,22 @@ public interface SequenceParallelAttention<F extends SequenceParallelAttention.P
 
         /** This worker's rows of the softmax log-sum-exp {@code [B, H, N/P]}, or null for linear attention. */
         INDArray lse();
+    }
+
+    /** A softmax pass that keeps this worker's rows as an {@link AttentionOutput}, from which it answers. */
+    interface SoftmaxPass extends Pass {
+        /** This worker's rows of the output and log-sum-exp. */
+        AttentionOutput local();
+
+        @Override
+        default INDArray output() {
+            return local().output();
+        }
+
+        @Override
+        default INDArray lse() {
+            return local().lse();
+        }
     }
 
     /**

@@ -27,11 +27,15 @@ public interface AlgorithmModel {
     /** The paper, section and algorithm numbers the schedule follows. */
     String source();
 
-    /** Whether this is linear attention (LASP) rather than softmax attention. */
-    boolean linearAttention();
+    /** Whether this is linear attention (LASP) rather than softmax attention; softmax by default. */
+    default boolean linearAttention() {
+        return false;
+    }
 
-    /** Why the algorithm cannot run this problem, or null when it can. */
-    String unavailable(PlanProblem problem);
+    /** Why the algorithm cannot run this problem, or null when it can (by default it always can). */
+    default String unavailable(PlanProblem problem) {
+        return null;
+    }
 
     /** The configurations to price; at least one when {@link #unavailable} is null. */
     List<Candidate> candidates(PlanProblem problem);

@@ -43,16 +43,6 @@ public final class Attention2DModel implements AlgorithmModel {
     }
 
     @Override
-    public boolean linearAttention() {
-        return false;
-    }
-
-    @Override
-    public String unavailable(PlanProblem problem) {
-        return null;
-    }
-
-    @Override
     public List<Candidate> candidates(PlanProblem problem) {
         ProcessorGrid grid = ProcessorGrid.forWorkers(problem.workers());
         List<Candidate> out = new ArrayList<>();

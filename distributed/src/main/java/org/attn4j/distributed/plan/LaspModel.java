@@ -28,11 +28,6 @@ public final class LaspModel implements AlgorithmModel {
     }
 
     @Override
-    public String unavailable(PlanProblem problem) {
-        return null;
-    }
-
-    @Override
     public List<Candidate> candidates(PlanProblem problem) {
         int p = problem.workers();
         long state = problem.state();

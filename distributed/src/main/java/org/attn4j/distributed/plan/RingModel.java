@@ -24,16 +24,6 @@ public final class RingModel implements AlgorithmModel {
     }
 
     @Override
-    public boolean linearAttention() {
-        return false;
-    }
-
-    @Override
-    public String unavailable(PlanProblem problem) {
-        return null;
-    }
-
-    @Override
     public List<Candidate> candidates(PlanProblem problem) {
         int p = problem.workers();
         long xq = problem.xq();

@@ -22,11 +22,6 @@ public final class UlyssesModel implements AlgorithmModel {
     }
 
     @Override
-    public boolean linearAttention() {
-        return false;
-    }
-
-    @Override
     public String unavailable(PlanProblem problem) {
         int p = problem.workers();
         int h = problem.model().heads();

@@ -52,11 +52,6 @@ public final class WallFacerModel implements AlgorithmModel {
     }
 
     @Override
-    public boolean linearAttention() {
-        return false;
-    }
-
-    @Override
     public String unavailable(PlanProblem problem) {
         int p = problem.workers();
         return teamSize == 0 || p % ((long) teamSize * teamSize) == 0 ? null

@@ -30,16 +30,6 @@ public final class AllGatherAlgorithm extends SequenceAlgorithm {
     }
 
     @Override
-    public SequenceLayout defaultLayout(boolean causal) {
-        return causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
-    }
-
-    @Override
-    public int channels() {
-        return 1;
-    }
-
-    @Override
     protected SequenceParallelAttention<?> build(Transport transport, Channels channels, Settings s) {
         return new AllGatherAttention(channels.world(transport, 0), layout(s), s.length(), s.causal(), s.window());
     }
@@ -67,16 +57,6 @@ public final class AllGatherAlgorithm extends SequenceAlgorithm {
             @Override
             public String source() {
                 return AllGatherAlgorithm.this.source();
-            }
-
-            @Override
-            public boolean linearAttention() {
-                return false;
-            }
-
-            @Override
-            public String unavailable(PlanProblem problem) {
-                return null;
             }
 
             @Override

@@ -43,16 +43,7 @@ public final class AllGatherAttention implements SequenceParallelAttention<AllGa
      * @param values every member's values
      */
     public record Forward(AttentionOutput local, INDArray keys, INDArray values)
-            implements SequenceParallelAttention.Pass {
-        @Override
-        public INDArray output() {
-            return local.output();
-        }
-
-        @Override
-        public INDArray lse() {
-            return local.lse();
-        }
+            implements SequenceParallelAttention.SoftmaxPass {
     }
 
     private final Communicator comm;

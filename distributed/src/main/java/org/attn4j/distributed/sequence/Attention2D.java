@@ -59,16 +59,8 @@ public final class Attention2D implements SequenceParallelAttention<Attention2D.
      * @param kt    the key shard this processor holds after the transpose, {@code [B, Hkv, N/P, D]}
      * @param vt    the value shard this processor holds after the transpose
      */
-    public record Forward(AttentionOutput local, INDArray kt, INDArray vt) implements SequenceParallelAttention.Pass {
-        @Override
-        public INDArray output() {
-            return local.output();
-        }
-
-        @Override
-        public INDArray lse() {
-            return local.lse();
-        }
+    public record Forward(AttentionOutput local, INDArray kt, INDArray vt)
+            implements SequenceParallelAttention.SoftmaxPass {
     }
 
     /**

@@ -79,11 +79,6 @@ public final class LaspAlgorithm extends SequenceAlgorithm {
     }
 
     @Override
-    public int channels() {
-        return 1;
-    }
-
-    @Override
     protected SequenceParallelAttention<?> build(Transport transport, Channels channels, Settings s) {
         double decay = option(s, DECAY);
         return new LaspAttention(channels.world(transport, 0), s.causal() ? Decay.of(decay) : Decay.none(),

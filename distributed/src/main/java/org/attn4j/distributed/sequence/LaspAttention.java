@@ -5,7 +5,6 @@ import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
-import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;

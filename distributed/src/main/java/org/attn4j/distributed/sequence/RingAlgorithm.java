@@ -27,16 +27,6 @@ public final class RingAlgorithm extends SequenceAlgorithm {
     }
 
     @Override
-    public SequenceLayout defaultLayout(boolean causal) {
-        return causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
-    }
-
-    @Override
-    public int channels() {
-        return 1;
-    }
-
-    @Override
     protected SequenceParallelAttention<?> build(Transport transport, Channels channels, Settings s) {
         return new RingAttention(channels.world(transport, 0), layout(s), s.length(), s.causal(), s.window());
     }

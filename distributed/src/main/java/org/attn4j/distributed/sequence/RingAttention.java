@@ -37,18 +37,8 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
 public final class RingAttention implements SequenceParallelAttention<RingAttention.Forward> {
 
     /** This worker's rows of the result; the backward pass needs nothing else. */
-    public record Forward(AttentionOutput local) implements SequenceParallelAttention.Pass {
-        @Override
-        public INDArray output() {
-            return local.output();
-        }
-
-        @Override
-        public INDArray lse() {
-            return local.lse();
-        }
+    public record Forward(AttentionOutput local) implements SequenceParallelAttention.SoftmaxPass {
     }
-
 
     private final Communicator comm;
     private final SequenceLayout layout;

@@ -203,8 +203,13 @@ public abstract class SequenceAlgorithm {
         return v != null ? v : defaultOption(name, s.workers());
     }
 
-    /** The layout this algorithm uses when none is asked for. */
-    public abstract SequenceLayout defaultLayout(boolean causal);
+    /**
+     * The layout this algorithm uses when none is asked for: by default zigzag when causal (every rank gets an
+     * equal share of the causal triangle), contiguous otherwise.
+     */
+    public SequenceLayout defaultLayout(boolean causal) {
+        return causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
+    }
 
     /** The layouts it accepts; all unless overridden. */
     public Set<SequenceLayout> layouts() {
@@ -280,8 +285,10 @@ public abstract class SequenceAlgorithm {
         }
     }
 
-    /** How many collective channels one instance takes from {@link Channels#SEQUENCE}. */
-    public abstract int channels();
+    /** How many collective channels one instance takes from {@link Channels#SEQUENCE}; one by default. */
+    public int channels() {
+        return 1;
+    }
 
     /**
      * This worker's instance on its own channels, after {@link #validate}.

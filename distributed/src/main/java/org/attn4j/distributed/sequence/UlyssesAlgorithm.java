@@ -41,11 +41,6 @@ public final class UlyssesAlgorithm extends SequenceAlgorithm {
     }
 
     @Override
-    public int channels() {
-        return 1;
-    }
-
-    @Override
     protected SequenceParallelAttention<?> build(Transport transport, Channels channels, Settings s) {
         return new UlyssesAttention(channels.world(transport, 0), layout(s), s.length(), s.causal(), s.window());
     }

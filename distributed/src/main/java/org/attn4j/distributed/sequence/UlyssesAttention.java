@@ -39,16 +39,7 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
 
     /** What the backward pass needs: this worker's head-sharded inputs and result. */
     public record Forward(AttentionOutput local, INDArray q, INDArray k, INDArray v, AttentionOutput heads)
-            implements SequenceParallelAttention.Pass {
-        @Override
-        public INDArray output() {
-            return local.output();
-        }
-
-        @Override
-        public INDArray lse() {
-            return local.lse();
-        }
+            implements SequenceParallelAttention.SoftmaxPass {
     }
 
     /**

@@ -51,11 +51,6 @@ public final class WallFacerAlgorithm extends SequenceAlgorithm {
     }
 
     @Override
-    public SequenceLayout defaultLayout(boolean causal) {
-        return causal ? SequenceLayout.ZIGZAG : SequenceLayout.CONTIGUOUS;
-    }
-
-    @Override
     protected void check(Settings s) {
         int c = team(s);
         if (c < 1 || s.workers() % (c * c) != 0) {
