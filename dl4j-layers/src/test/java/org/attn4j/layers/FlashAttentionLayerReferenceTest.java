@@ -5,6 +5,8 @@ import static org.attn4j.layers.LayerTestSupport.SEED;
 import java.util.Random;
 import java.util.stream.Stream;
 
+import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.testing.ReferenceAttention;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.junit.jupiter.api.BeforeEach;
@@ -79,49 +81,27 @@ class FlashAttentionLayerReferenceTest {
         NaiveMath.assertMatches(expected, actual, c.format(), tol, c + ", seed " + seed);
     }
 
-    /** Softmax attention by the definition, in float64: out[b][t][f]. */
+    /** Softmax attention by the definition ({@link ReferenceAttention}) between the projections, in float64. */
     private static double[][][] naive(MultiLayerNetwork net, FlashAttentionLayer layer, INDArray x, INDArray mask,
                                       Case c) {
         NaiveMath.Projections p = NaiveMath.Projections.of(net);
         int hs = layer.effectiveHeadSize();
-        int group = c.nHeads() / c.nKvHeads();
         double scale = c.scale() != null ? c.scale() : 1.0 / Math.sqrt(hs);
-        double[][][] out = new double[MB][N][c.nOut()];
+        double[][][] q = new double[MB][][];
+        double[][][] k = new double[MB][][];
+        double[][][] v = new double[MB][][];
         for (int b = 0; b < MB; b++) {
             double[][] xs = NaiveMath.steps(x, c.format(), b);
-            double[][] q = NaiveMath.affine(xs, p.wq(), p.bq());
-            double[][] k = NaiveMath.affine(xs, p.wk(), p.bk());
-            double[][] v = NaiveMath.affine(xs, p.wv(), p.bv());
-            double[][] merged = new double[N][c.nHeads() * hs];
-            for (int h = 0; h < c.nHeads(); h++) {
-                int g = h / group;
-                for (int i = 0; i < N; i++) {
-                    double[] s = new double[N];
-                    double max = Double.NEGATIVE_INFINITY;
-                    for (int j = 0; j < N; j++) {
-                        s[j] = Double.NEGATIVE_INFINITY;
-                        if (visible(c, mask, b, i, j)) {
-                            double dot = 0;
-                            for (int d = 0; d < hs; d++) {
-                                dot += q[i][h * hs + d] * k[j][g * hs + d];
-                            }
-                            s[j] = scale * dot;
-                            max = Math.max(max, s[j]);
-                        }
-                    }
-                    double sum = 0;
-                    for (int j = 0; j < N; j++) {
-                        s[j] = s[j] == Double.NEGATIVE_INFINITY ? 0 : Math.exp(s[j] - max);
-                        sum += s[j];
-                    }
-                    for (int j = 0; j < N && sum > 0; j++) {
-                        for (int d = 0; d < hs; d++) {
-                            merged[i][h * hs + d] += s[j] / sum * v[j][g * hs + d];
-                        }
-                    }
-                }
-            }
-            double[][] z = NaiveMath.affine(merged, p.wo(), p.bo());
+            q[b] = NaiveMath.affine(xs, p.wq(), p.bq());
+            k[b] = NaiveMath.affine(xs, p.wk(), p.bk());
+            v[b] = NaiveMath.affine(xs, p.wv(), p.bv());
+        }
+        AttentionMask rules = AttentionMask.builder().causal(c.causal()).window(c.window()).keyPadding(mask).build();
+        INDArray o = new ReferenceAttention(NaiveMath.heads(q, c.nHeads(), hs), NaiveMath.heads(k, c.nKvHeads(), hs),
+                NaiveMath.heads(v, c.nKvHeads(), hs), null, rules, scale).output();
+        double[][][] out = new double[MB][N][c.nOut()];
+        for (int b = 0; b < MB; b++) {
+            double[][] z = NaiveMath.affine(NaiveMath.merged(o, b), p.wo(), p.bo());
             for (int t = 0; t < N; t++) {
                 boolean real = mask == null || mask.getDouble(b, t) != 0;
                 for (int f = 0; f < c.nOut(); f++) {
@@ -131,15 +111,5 @@ class FlashAttentionLayerReferenceTest {
             }
         }
         return out;
-    }
-
-    private static boolean visible(Case c, INDArray mask, int b, int i, int j) {
-        if (mask != null && mask.getDouble(b, j) == 0) {
-            return false;
-        }
-        if (c.causal() && j > i) {
-            return false;
-        }
-        return c.window() == 0 || (c.causal() ? i - j < c.window() : Math.abs(i - j) < c.window());
     }
 }

@@ -6,6 +6,8 @@ import java.util.Arrays;
 import java.util.Random;
 import java.util.stream.Stream;
 
+import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.testing.ReferenceLinearAttention;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.junit.jupiter.api.BeforeEach;
@@ -97,47 +99,34 @@ class LinearAttentionLayerReferenceTest {
         }
     }
 
-    /** The layer by its definition, in float64: out[b][t][f]. */
+    /** The layer by its definition, in float64 (the recurrence: {@link ReferenceLinearAttention}): out[b][t][f]. */
     private static double[][][] naive(MultiLayerNetwork net, LinearAttentionLayer layer, INDArray x, INDArray mask,
                                       Case c) {
         NaiveMath.Projections p = NaiveMath.Projections.of(net);
         double[] gain = NaiveMath.vector(net.getParam("0_g"));
-        double[] lambda = lambdas(net, c);
         int hs = layer.effectiveHeadSize();
         int width = c.nHeads() * hs;
-        int group = c.nHeads() / c.nKvHeads();
-        double[][][] out = new double[MB][N][c.nOut()];
+        double[][][] q = new double[MB][][];
+        double[][][] k = new double[MB][][];
+        double[][][] v = new double[MB][][];
         for (int b = 0; b < MB; b++) {
             double[][] xs = NaiveMath.steps(x, c.format(), b);
-            double[][] q = NaiveMath.affine(xs, p.wq(), p.bq());
-            double[][] k = NaiveMath.affine(xs, p.wk(), p.bk());
-            double[][] v = NaiveMath.affine(xs, p.wv(), p.bv());
+            q[b] = NaiveMath.affine(xs, p.wq(), p.bq());
+            k[b] = NaiveMath.affine(xs, p.wk(), p.bk());
+            v[b] = NaiveMath.affine(xs, p.wv(), p.bv());
             for (int t = 0; t < N; t++) {
                 if (!real(mask, b, t)) {
-                    Arrays.fill(k[t], 0.0);
-                    Arrays.fill(v[t], 0.0);
+                    Arrays.fill(k[b][t], 0.0);
+                    Arrays.fill(v[b][t], 0.0);
                 }
             }
-            double[][] merged = new double[N][width];
-            for (int h = 0; h < c.nHeads(); h++) {
-                int g = h / group;
-                double[][] kv = new double[hs][hs];
-                if (!c.causal()) {
-                    for (int s = 0; s < N; s++) {
-                        addOuter(kv, 1.0, k[s], v[s], g * hs, hs);
-                    }
-                }
-                for (int s = 0; s < N; s++) {
-                    if (c.causal()) {
-                        addOuter(kv, lambda[h], k[s], v[s], g * hs, hs);
-                    }
-                    for (int e = 0; e < hs; e++) {
-                        for (int d = 0; d < hs; d++) {
-                            merged[s][h * hs + e] += q[s][h * hs + d] * kv[d][e];
-                        }
-                    }
-                }
-            }
+        }
+        INDArray o = new ReferenceLinearAttention(NaiveMath.heads(q, c.nHeads(), hs),
+                NaiveMath.heads(k, c.nKvHeads(), hs), NaiveMath.heads(v, c.nKvHeads(), hs),
+                Decay.perHead(lambdas(net, c)), c.causal()).output();
+        double[][][] out = new double[MB][N][c.nOut()];
+        for (int b = 0; b < MB; b++) {
+            double[][] merged = NaiveMath.merged(o, b);
             double[][] normed = new double[N][width];
             for (int t = 0; t < N; t++) {
                 double sq = 0;
@@ -158,15 +147,6 @@ class LinearAttentionLayerReferenceTest {
             }
         }
         return out;
-    }
-
-    /** {@code kv = decay kv + k v^T} over the kv head's slice {@code [from, from + hs)}. */
-    private static void addOuter(double[][] kv, double decay, double[] k, double[] v, int from, int hs) {
-        for (int d = 0; d < hs; d++) {
-            for (int e = 0; e < hs; e++) {
-                kv[d][e] = decay * kv[d][e] + k[from + d] * v[from + e];
-            }
-        }
     }
 
     /** Lambda per query head: sigmoid(theta) when learned, the configured values, or TransNormerLLM's slopes. */

@@ -7,6 +7,7 @@ import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 
 /** Plain float64 arithmetic for the reference tests, which compute the layers by their definitions. */
 final class NaiveMath {
@@ -74,6 +75,38 @@ final class NaiveMath {
                     acc += in[r][i] * w[i][o];
                 }
                 out[r][o] = acc;
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Per-sequence rows {@code rows[b][t][h * hs + d]} (the heads side by side, as the projections give them) as
+     * {@code [B, heads, N, hs]} float64, the layout of the ops.
+     */
+    static INDArray heads(double[][][] rows, int heads, int hs) {
+        double[][][][] out = new double[rows.length][heads][rows[0].length][hs];
+        for (int b = 0; b < rows.length; b++) {
+            for (int h = 0; h < heads; h++) {
+                for (int t = 0; t < rows[b].length; t++) {
+                    System.arraycopy(rows[b][t], h * hs, out[b][h][t], 0, hs);
+                }
+            }
+        }
+        return Nd4j.create(out);
+    }
+
+    /** Sequence {@code b} of {@code [B, H, N, hs]} with the heads side by side again: {@code [N][H * hs]}. */
+    static double[][] merged(INDArray heads, int b) {
+        int h = (int) heads.size(1);
+        int n = (int) heads.size(2);
+        int hs = (int) heads.size(3);
+        double[][] out = new double[n][h * hs];
+        for (int hh = 0; hh < h; hh++) {
+            for (int t = 0; t < n; t++) {
+                for (int d = 0; d < hs; d++) {
+                    out[t][hh * hs + d] = heads.getDouble(b, hh, t, d);
+                }
             }
         }
         return out;

@@ -15,9 +15,6 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
 import java.util.Map;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -26,6 +23,7 @@ import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.training.CheckpointExport;
 import org.attn4j.distributed.training.DistributedTrainer;
 import org.attn4j.distributed.training.ParallelStrategy;
@@ -287,31 +285,21 @@ class DocSnippetsTest {
     void distributedTrainer() throws Exception {
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
         DataSet batch = tokens(4, 32, 50);
-        List<InJvmTransport> transports = InJvmTransport.group(2, Duration.ofSeconds(30));
-        ExecutorService pool = Executors.newFixedThreadPool(2);
-        try {
-            List<Future<Double>> scores = new ArrayList<>();
-            for (Transport transport : transports) {
-                scores.add(pool.submit(() -> {
-                    MultiLayerNetwork net = smallNet();          // the same seed on every worker
-                    // snippet: trainer
-                    DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
-                            .strategy(ParallelStrategy.sequence("ring", 2)   // 2 workers per sequence
-                                    .withZero(ZeroStage.GRADIENTS))
-                            .build();
-                    double score = trainer.fit(batch);           // every worker passes the same whole batch
-                    // end snippet
-                    return score;
-                }));
-            }
-            MultiLayerNetwork single = smallNet();
-            single.fit(batch);
-            for (Future<Double> f : scores) {
-                assertEquals(single.score(), f.get(120, TimeUnit.SECONDS), 1e-4 * Math.abs(single.score()));
-            }
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
+        List<Double> scores = Ranks.runInJvm(2, Duration.ofSeconds(30), Duration.ofSeconds(120), transport -> {
+            MultiLayerNetwork net = smallNet();          // the same seed on every worker
+            // snippet: trainer
+            DistributedTrainer trainer = DistributedTrainer.builder(net, transport)
+                    .strategy(ParallelStrategy.sequence("ring", 2)   // 2 workers per sequence
+                            .withZero(ZeroStage.GRADIENTS))
+                    .build();
+            double score = trainer.fit(batch);           // every worker passes the same whole batch
+            // end snippet
+            return score;
+        });
+        MultiLayerNetwork single = smallNet();
+        single.fit(batch);
+        for (double score : scores) {
+            assertEquals(single.score(), score, 1e-4 * Math.abs(single.score()));
         }
     }
 

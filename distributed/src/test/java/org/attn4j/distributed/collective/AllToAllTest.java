@@ -2,10 +2,12 @@ package org.attn4j.distributed.collective;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
+import org.attn4j.distributed.testing.Ranks;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -25,7 +27,7 @@ class AllToAllTest {
     @ParameterizedTest(name = "P={0}")
     @ValueSource(ints = {1, 2, 3, 4})
     void everyMemberReceivesTheBlockEachMemberAddressedToIt(int p) throws Exception {
-        List<List<INDArray>> got = Ranks.run(Ranks.inJvm(p), t -> {
+        List<List<INDArray>> got = Ranks.runInJvm(p, Duration.ofSeconds(5), Duration.ofSeconds(30), t -> {
             Communicator c = Communicator.world(t);
             List<INDArray> blocks = new ArrayList<>();
             for (int to = 0; to < p; to++) {

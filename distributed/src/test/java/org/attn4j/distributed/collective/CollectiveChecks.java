@@ -14,11 +14,11 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.testing.ReferenceAttention;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.NDArrayIndex;
-import org.nd4j.linalg.ops.transforms.Transforms;
 
 /**
  * The collective checks, one suite for both transports: every rank runs a check on its own transport and asserts
@@ -213,7 +213,7 @@ enum CollectiveChecks {
 
     /** Rank r's input {@code salt}: seeded, the same in every process. */
     static INDArray input(int salt, DataType type, long... shape) {
-        return Ranks.gaussian(SEED + 31L * salt, type, shape);
+        return Nd4j.getRandomFactory().getNewRandomInstance(SEED + 31L * salt).nextGaussian(shape).castTo(type);
     }
 
     private static long part(long n, int parts, int j) {
@@ -231,14 +231,10 @@ enum CollectiveChecks {
         assertTrue(err <= tolerance * scale, what + ": max abs error " + err + " (seed " + SEED + ")");
     }
 
-    /** {@code (softmax(s) v, logsumexp(s))} row by row, computed plainly. */
+    /** {@code (softmax(s) v, logsumexp(s))} row by row in the type of {@code s}, by the float64 reference. */
     private static INDArray[] partial(INDArray s, INDArray v) {
-        INDArray max = s.max(1).reshape(s.rows(), 1);
-        INDArray e = Transforms.exp(s.subColumnVector(max), true);
-        INDArray sum = e.sum(1).reshape(s.rows(), 1);
-        INDArray o = e.divColumnVector(sum).mmul(v);
-        INDArray lse = Transforms.log(sum, true).addi(max).reshape(s.rows());
-        return new INDArray[] {o, lse};
+        INDArray[] ov = ReferenceAttention.overScores(s, v);
+        return new INDArray[] {ov[0].castTo(s.dataType()), ov[1].castTo(s.dataType())};
     }
 
     private static void touch(Path file) {

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.PeerFailedException;
 import org.attn4j.distributed.transport.PeerTimeoutException;
@@ -24,18 +25,18 @@ import org.nd4j.linalg.factory.Nd4j;
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class CommunicatorFailureTest {
 
-    private Transport[] open = new Transport[0];
+    private Ranks ranks;
 
     @AfterEach
     void closeTransports() {
-        for (Transport t : open) {
-            t.close();
+        if (ranks != null) {
+            ranks.close();
         }
     }
 
     private Transport[] transports(int worldSize, Duration timeout) {
-        open = Ranks.inJvm(worldSize, timeout);
-        return open;
+        ranks = Ranks.inJvm(worldSize, timeout);
+        return ranks.transports().toArray(new Transport[0]);
     }
 
     @Test
@@ -56,12 +57,12 @@ class CommunicatorFailureTest {
     void everyMemberNamesTheKilledRankLongBeforeItsOwnTimeout() throws Exception {
         // Ring of 4, rank 2 dies in the middle of an all-gather. Only rank 3 waits on rank 2; ranks 0 and 1 wait on
         // live neighbours and hear of it from rank 3's notice (their transports would wait 60 s).
-        Transport[] t = Ranks.inJvm(4, Duration.ofSeconds(60));
+        Transport[] t = transports(4, Duration.ofSeconds(60));
         // Rank 2 dies only once every rank has left the barrier. Its own barrier can return while another rank's
         // has received everything but not yet completed (the last step runs on the communicator's executor); a
         // notice of the death arriving then fails that rank's barrier call, not the all-gather this test is about.
         CountDownLatch leftBarrier = new CountDownLatch(t.length);
-        java.util.List<Throwable> failures = Ranks.run(t, tr -> {
+        java.util.List<Throwable> failures = ranks.run(Duration.ofSeconds(30), tr -> {
             Communicator c = Communicator.world(tr);
             c.barrier();
             leftBarrier.countDown();

@@ -2,11 +2,13 @@ package org.attn4j.distributed.collective;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
+import org.attn4j.distributed.testing.Ranks;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -39,7 +41,7 @@ class CommunicatorTest {
     @MethodSource("checks")
     void matchesTheSingleProcessAnswer(CollectiveChecks check, int p, DataType type) throws Exception {
         Path scratch = Files.createDirectories(tmp.resolve(check + "-" + p + "-" + type));
-        Ranks.run(Ranks.inJvm(p), t -> {
+        Ranks.runInJvm(p, Duration.ofSeconds(5), Duration.ofSeconds(30), t -> {
             check.run(t, type, scratch);
             return null;
         });
@@ -52,18 +54,16 @@ class CommunicatorTest {
     @ParameterizedTest(name = "Aeron P={0}")
     @org.junit.jupiter.params.provider.ValueSource(ints = {1, 2, 3, 4})
     void matchesTheSingleProcessAnswerOverAeron(int p) throws Exception {
-        Ranks.run(Ranks.aeron(p), t -> {
-            for (CollectiveChecks check : CollectiveChecks.values()) {
-                for (DataType type : new DataType[] {DataType.FLOAT, DataType.DOUBLE}) {
-                    try {
+        try (Ranks ranks = Ranks.aeron(p, Duration.ofSeconds(10))) {
+            ranks.run(Duration.ofSeconds(30), t -> {
+                for (CollectiveChecks check : CollectiveChecks.values()) {
+                    for (DataType type : new DataType[] {DataType.FLOAT, DataType.DOUBLE}) {
                         Path dir = tmp.resolve("aeron-" + check + "-" + p + "-" + type);
                         check.run(t, type, Files.createDirectories(dir));
-                    } catch (java.io.IOException e) {
-                        throw new java.io.UncheckedIOException(e);
                     }
                 }
-            }
-            return null;
-        });
+                return null;
+            });
+        }
     }
 }

@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 
-import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
@@ -167,11 +167,8 @@ final class Attention2DChecks {
 
     /** Runs {@code check} on rank 0 of a fresh in-JVM group of {@code p} whose other ranks do nothing. */
     private static void onIdleRanks(int p, RankCheck check) {
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(5));
-        try {
-            check.run(transports.get(0));
-        } finally {
-            transports.forEach(Transport::close);
+        try (Ranks ranks = Ranks.inJvm(p, Duration.ofSeconds(5))) {
+            check.run(ranks.transport(0));
         }
     }
 

@@ -4,15 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
@@ -248,25 +243,14 @@ class CommunicationVolumeTest {
     }
 
     private static long[][] perWorker(int p, int n, Body body) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(p);
-        try {
-            List<Future<long[]>> futures = new ArrayList<>();
-            for (Transport t : transports) {
-                INDArray[] in = {
-                    Nd4j.rand(DataType.DOUBLE, B, H, n / p, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D),
-                    Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D)};
-                futures.add(pool.submit(() -> body.run(t, in)));
-            }
-            long[][] out = new long[p][];
-            for (int r = 0; r < p; r++) {
-                out[r] = futures.get(r).get(30, TimeUnit.SECONDS);
-            }
-            return out;
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
+        INDArray[][] in = new INDArray[p][];
+        for (int r = 0; r < p; r++) {
+            in[r] = new INDArray[] {
+                Nd4j.rand(DataType.DOUBLE, B, H, n / p, D),
+                Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D),
+                Nd4j.rand(DataType.DOUBLE, B, HKV, n / p, D)};
         }
+        return Ranks.runInJvm(p, Duration.ofSeconds(20), Duration.ofSeconds(30), t -> body.run(t, in[t.rank()]))
+                .toArray(new long[0][]);
     }
 }

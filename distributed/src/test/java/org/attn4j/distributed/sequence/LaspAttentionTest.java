@@ -11,8 +11,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.attn4j.distributed.collective.Communicator;
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
@@ -114,13 +113,10 @@ class LaspAttentionTest {
 
     @Test
     void hybridRefusesASequenceParallelSizeThatDoesNotDivideTheWorld() {
-        List<InJvmTransport> ts = InJvmTransport.group(6, java.time.Duration.ofSeconds(5));
-        try {
+        try (Ranks ranks = Ranks.inJvm(6, java.time.Duration.ofSeconds(5))) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                    () -> LaspAttention.hybrid(ts.get(0), 4, Decay.none(), false));
+                    () -> LaspAttention.hybrid(ranks.transport(0), 4, Decay.none(), false));
             assertTrue(e.getMessage().contains("T = 4") && e.getMessage().contains("W = 6"), e.getMessage());
-        } finally {
-            ts.forEach(Transport::close);
         }
     }
 

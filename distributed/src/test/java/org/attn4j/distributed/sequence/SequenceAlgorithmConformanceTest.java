@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
-import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
@@ -160,9 +160,8 @@ class SequenceAlgorithmConformanceTest {
     void aShardOfTheWrongSizeIsRefusedBeforeAnyByteIsSent(SequenceAlgorithm algorithm) throws Exception {
         int p = 2;
         SequenceAlgorithm.Settings s = settings(algorithm, p, true);
-        List<InJvmTransport> transports = InJvmTransport.group(p, java.time.Duration.ofSeconds(10));
-        try {
-            for (Transport t : transports) {
+        try (Ranks ranks = Ranks.inJvm(p, java.time.Duration.ofSeconds(10))) {
+            for (Transport t : ranks.transports()) {
                 SequenceParallelAttention<?> a = algorithm.create(t, s);
                 int rows = N / p - 1;
                 IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
@@ -174,8 +173,6 @@ class SequenceAlgorithmConformanceTest {
                 assertTrue(m.contains(Integer.toString(rows)), algorithm + ": names the size " + rows + ": " + m);
                 assertEquals(0, t.traffic().total(), algorithm + " rank " + t.rank() + " sent bytes");
             }
-        } finally {
-            transports.forEach(Transport::close);
         }
     }
 }

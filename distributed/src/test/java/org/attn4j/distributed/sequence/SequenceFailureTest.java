@@ -5,13 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
@@ -42,30 +39,25 @@ class SequenceFailureTest {
         SequenceLayout layout = algorithm.layout(s);
         INDArray q = SequenceTesting.randn(1, DataType.DOUBLE, 1, 4, n, 8);
         Duration timeout = Duration.ofSeconds(20);
-        List<InJvmTransport> transports = InJvmTransport.group(p, timeout);
-        ExecutorService pool = Executors.newFixedThreadPool(p);
         long[] tookMs = new long[p];
         try {
-            List<Future<Throwable>> results = new ArrayList<>();
-            for (InJvmTransport t : transports) {
-                results.add(pool.submit(() -> {
-                    long start = System.nanoTime();
-                    // Rank 2 runs the forward pass too, and dies as it sends its first message.
-                    Transport mine = t.rank() == 2 ? new DiesOnFirstSend(t) : t;
-                    SequenceParallelAttention<?> a = algorithm.create(mine, s);
-                    INDArray local = layout.shard(q, t.rank(), p);
-                    try {
-                        a.forward(local, local, local, 0.3);
-                        return null;
-                    } catch (RuntimeException e) {
-                        return t.rank() == 2 ? null : e;
-                    } finally {
-                        tookMs[t.rank()] = (System.nanoTime() - start) / 1_000_000;
-                    }
-                }));
-            }
+            List<Throwable> results = Ranks.runInJvm(p, timeout, Duration.ofSeconds(50), t -> {
+                long start = System.nanoTime();
+                // Rank 2 runs the forward pass too, and dies as it sends its first message.
+                Transport mine = t.rank() == 2 ? new DiesOnFirstSend((InJvmTransport) t) : t;
+                SequenceParallelAttention<?> a = algorithm.create(mine, s);
+                INDArray local = layout.shard(q, t.rank(), p);
+                try {
+                    a.forward(local, local, local, 0.3);
+                    return null;
+                } catch (RuntimeException e) {
+                    return t.rank() == 2 ? null : e;
+                } finally {
+                    tookMs[t.rank()] = (System.nanoTime() - start) / 1_000_000;
+                }
+            });
             for (int r : new int[] {0, 1, 3}) {
-                Throwable e = results.get(r).get(50, TimeUnit.SECONDS);
+                Throwable e = results.get(r);
                 if (algorithm == SequenceAlgorithm.byName("lasp") && r < 2) {
                     // Causal LASP: ranks 0 and 1 come before rank 2 in the chain and need nothing from it.
                     continue;
@@ -78,10 +70,7 @@ class SequenceFailureTest {
                         + e);
             }
         } catch (java.util.concurrent.TimeoutException e) {
-            fail(algorithm + ": a survivor hung instead of failing");
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
+            fail(algorithm + ": a survivor hung instead of failing: " + e.getMessage());
         }
     }
 

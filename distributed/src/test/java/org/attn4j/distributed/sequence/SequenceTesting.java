@@ -3,15 +3,9 @@ package org.attn4j.distributed.sequence;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
+import org.attn4j.distributed.testing.Ranks;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -22,43 +16,29 @@ final class SequenceTesting {
     private SequenceTesting() {
     }
 
-    /** One rank's part of a test: its results, in a fixed order. */
-    interface Body {
-        INDArray[] run(Transport t) throws Exception;
-    }
-
     /**
-     * Runs {@code body} on every rank of an in-JVM group of {@code p} at once.
+     * Runs {@code body} on every rank of an in-JVM group of {@code p} at once ({@link Ranks}; 20 s transport timeout,
+     * 60 s for every rank to finish); each body returns its results in a fixed order.
      *
      * @return {@code parts[i][rank]}: result {@code i} of each rank (null if the body returned null)
      * @throws java.util.concurrent.ExecutionException the first rank's failure
      */
-    static INDArray[][] onRanks(int p, Body body) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(p, Duration.ofSeconds(20));
-        ExecutorService pool = Executors.newFixedThreadPool(p);
-        try {
-            List<Future<INDArray[]>> futures = new ArrayList<>();
-            for (Transport t : transports) {
-                futures.add(pool.submit(() -> body.run(t)));
+    static INDArray[][] onRanks(int p, Ranks.Body<INDArray[]> body) throws Exception {
+        List<INDArray[]> results = Ranks.runInJvm(p, Duration.ofSeconds(20), Duration.ofSeconds(60), body);
+        INDArray[][] parts = null;
+        for (int r = 0; r < p; r++) {
+            INDArray[] res = results.get(r);
+            if (res == null) {
+                continue;
             }
-            INDArray[][] parts = null;
-            for (int r = 0; r < p; r++) {
-                INDArray[] res = futures.get(r).get(60, TimeUnit.SECONDS);
-                if (res == null) {
-                    continue;
-                }
-                if (parts == null) {
-                    parts = new INDArray[res.length][p];
-                }
-                for (int i = 0; i < res.length; i++) {
-                    parts[i][r] = res[i];
-                }
+            if (parts == null) {
+                parts = new INDArray[res.length][p];
             }
-            return parts;
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
+            for (int i = 0; i < res.length; i++) {
+                parts[i][r] = res[i];
+            }
         }
+        return parts;
     }
 
     /** Every listed sequence-parallel algorithm, for parameterized tests. */

@@ -10,8 +10,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -57,13 +56,10 @@ class WallFacerAttentionTest {
 
     @Test
     void refusesATeamSizeWhoseSquareDoesNotDivideP() {
-        List<InJvmTransport> ts = InJvmTransport.group(6, java.time.Duration.ofSeconds(5));
-        try {
+        try (Ranks ranks = Ranks.inJvm(6, Duration.ofSeconds(5))) {
             IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
-                    () -> new WallFacerAttention(ts.get(0), 2, SequenceLayout.ZIGZAG, 144, true, 0));
+                    () -> new WallFacerAttention(ranks.transport(0), 2, SequenceLayout.ZIGZAG, 144, true, 0));
             assertTrue(e.getMessage().contains("C^2 must divide P"), e.getMessage());
-        } finally {
-            ts.forEach(Transport::close);
         }
     }
 

@@ -4,13 +4,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 
-import org.attn4j.distributed.transport.InJvmTransport;
-import org.attn4j.distributed.transport.Transport;
+import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.layers.FlashAttentionLayer;
 import org.attn4j.layers.LinearAttentionLayer;
 import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
@@ -93,28 +88,8 @@ public final class TrainingFixtures {
         return out;
     }
 
-    /** One worker's part of a test. */
-    interface Worker<R> {
-        R run(Transport t) throws Exception;
-    }
-
-    /** Runs {@code body} on W in-JVM workers at once; results by rank. */
-    static <R> List<R> onWorkers(int w, Worker<R> body) throws Exception {
-        List<InJvmTransport> transports = InJvmTransport.group(w, Duration.ofSeconds(30));
-        ExecutorService pool = Executors.newFixedThreadPool(w);
-        try {
-            List<Future<R>> futures = new ArrayList<>();
-            for (Transport t : transports) {
-                futures.add(pool.submit(() -> body.run(t)));
-            }
-            List<R> out = new ArrayList<>();
-            for (Future<R> f : futures) {
-                out.add(f.get(300, TimeUnit.SECONDS));
-            }
-            return out;
-        } finally {
-            pool.shutdownNow();
-            transports.forEach(Transport::close);
-        }
+    /** Runs {@code body} on W in-JVM workers at once ({@link Ranks}; 30 s transport timeout, 300 s in all); by rank. */
+    static <R> List<R> onWorkers(int w, Ranks.Body<R> body) throws Exception {
+        return Ranks.runInJvm(w, Duration.ofSeconds(30), Duration.ofSeconds(300), body);
     }
 }

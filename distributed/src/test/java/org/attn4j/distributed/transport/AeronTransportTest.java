@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 
 import org.attn4j.distributed.launch.WorkerEnvironment;
+import org.attn4j.distributed.testing.Ranks;
 
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
@@ -245,6 +246,6 @@ class AeronTransportTest {
     }
 
     private static List<String> freeEndpoints() {
-        return TestCluster.freeLoopbackEndpoints(2);
+        return Ranks.freeLoopbackEndpoints(2);
     }
 }

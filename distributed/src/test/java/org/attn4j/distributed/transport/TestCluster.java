@@ -1,18 +1,18 @@
 package org.attn4j.distributed.transport;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.net.DatagramSocket;
-import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 
+import org.attn4j.distributed.testing.Ranks;
+
 /**
  * P ranks of one transport kind inside the test JVM: in-JVM, or Aeron with one embedded driver per rank on
- * distinct loopback ports. Gives the conformance suite the fault hooks each kind has.
+ * distinct loopback ports. Gives the conformance suite the fault hooks each kind has (kill, corrupt, stall, an
+ * intruder, a rank started late), some package-private in {@link AeronTransport}, hence here and not in
+ * {@link Ranks}, which runs bodies on P ranks.
  */
 final class TestCluster implements AutoCloseable {
 
@@ -51,7 +51,7 @@ final class TestCluster implements AutoCloseable {
             }
             return c;
         }
-        List<String> endpoints = freeLoopbackEndpoints(worldSize + 1);
+        List<String> endpoints = Ranks.freeLoopbackEndpoints(worldSize + 1);
         String token = UUID.randomUUID().toString();
         try {
             for (int r = 0; r < worldSize; r++) {
@@ -143,23 +143,5 @@ final class TestCluster implements AutoCloseable {
             closing.add(CompletableFuture.runAsync(t::close));
         }
         CompletableFuture.allOf(closing.toArray(new CompletableFuture<?>[0])).join();
-    }
-
-    /** {@code n} loopback endpoints on ports that were free a moment ago. */
-    static List<String> freeLoopbackEndpoints(int n) {
-        List<DatagramSocket> sockets = new ArrayList<>();
-        List<String> endpoints = new ArrayList<>();
-        try {
-            for (int i = 0; i < n; i++) {
-                DatagramSocket s = new DatagramSocket(0, InetAddress.getLoopbackAddress());
-                sockets.add(s);
-                endpoints.add("127.0.0.1:" + s.getLocalPort());
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        } finally {
-            sockets.forEach(DatagramSocket::close);
-        }
-        return endpoints;
     }
 }

@@ -10,6 +10,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 
+import org.attn4j.ops.testing.ReferenceAttention;
 import org.junit.jupiter.api.Test;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -61,7 +62,7 @@ class AttentionMergeTest {
         AttentionMask mask = AttentionMask.builder().causal(causal).build();
         // The yardstick is a plain float64 softmax over all keys, not the op under test.
         ReferenceAttention ref = new ReferenceAttention(q, k, v, null, mask, FlashAttention.defaultScale(16));
-        AttentionOutput full = new AttentionOutput(ReferenceAttention.toNd(ref.o), ReferenceAttention.toNd(ref.lse));
+        AttentionOutput full = new AttentionOutput(ref.output(), ref.lse());
         List<AttentionOutput> parts = new ArrayList<>();
         for (int p = 0; p + 1 < bounds.length; p++) {
             int[] kPos = new int[bounds[p + 1] - bounds[p]];

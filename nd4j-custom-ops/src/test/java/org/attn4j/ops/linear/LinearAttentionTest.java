@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.stream.Stream;
 
+import org.attn4j.ops.testing.ReferenceLinearAttention;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -75,9 +76,9 @@ class LinearAttentionTest {
     /** {@code sum(O * g) + <kvOut, dKvOut>} by the plain recurrence, whose gradients the op returns. */
     private static double loss(INDArray q, INDArray k, INDArray v, INDArray g, INDArray kvIn, INDArray dKvOut,
                                double[] lambdas) {
-        Recurrence r = new Recurrence(q, k, v, g, kvIn, dKvOut, Decay.perHead(lambdas), true);
-        return Nd4j.create(r.o).mul(g).sumNumber().doubleValue()
-                + Nd4j.create(r.kvOut).mul(dKvOut).sumNumber().doubleValue();
+        ReferenceLinearAttention r = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, Decay.perHead(lambdas),
+                true);
+        return r.output().mul(g).sumNumber().doubleValue() + r.kvOut().mul(dKvOut).sumNumber().doubleValue();
     }
 
     @Test
@@ -180,16 +181,16 @@ class LinearAttentionTest {
         INDArray g = randn(seed + 3, type, b, h, n, d);
         INDArray kvIn = randn(seed + 4, type, b, h, d, d);
         INDArray dKvOut = randn(seed + 5, type, b, h, d, d);
-        Recurrence ref = new Recurrence(q, k, v, g, kvIn, dKvOut, decay, causal);
+        ReferenceLinearAttention ref = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, decay, causal);
         LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn);
         LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache());
         String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op;
-        assertClose("O", out.output(), Nd4j.create(ref.o), tol, ctx);
-        assertClose("kvOut", out.kvOut(), Nd4j.create(ref.kvOut), tol, ctx);
-        assertClose("dQ", grad.dq(), Nd4j.create(ref.dq), tol, ctx);
-        assertClose("dK", grad.dk(), Nd4j.create(ref.dk), tol, ctx);
-        assertClose("dV", grad.dv(), Nd4j.create(ref.dv), tol, ctx);
-        assertClose("dKvIn", grad.dKvIn(), Nd4j.create(ref.dKvIn), tol, ctx);
+        assertClose("O", out.output(), ref.output(), tol, ctx);
+        assertClose("kvOut", out.kvOut(), ref.kvOut(), tol, ctx);
+        assertClose("dQ", grad.dq(), ref.dq(), tol, ctx);
+        assertClose("dK", grad.dk(), ref.dk(), tol, ctx);
+        assertClose("dV", grad.dv(), ref.dv(), tol, ctx);
+        assertClose("dKvIn", grad.dKvIn(), ref.dKvIn(), tol, ctx);
     }
 
     static INDArray part(INDArray a, int from, int to) {
@@ -215,160 +216,6 @@ class LinearAttentionTest {
         double err = ref == 0 ? diff : diff / ref;
         if (!(err <= tol)) {
             fail(what + ": relative error " + err + " > " + tol + " (" + ctx + ")");
-        }
-    }
-
-    /** The plain float64 recurrence {@code kv_s = lambda kv_(s-1) + k_s v_s^T}, {@code o_s = q_s^T kv_s}. */
-    static final class Recurrence {
-        final double[][][][] o;
-        final double[][][][] kvOut;
-        final double[][][][] dq;
-        final double[][][][] dk;
-        final double[][][][] dv;
-        final double[][][][] dKvIn;
-
-        Recurrence(INDArray qa, INDArray ka, INDArray va, INDArray ga, INDArray kvIna, INDArray dKvOuta,
-                   Decay decay, boolean causal) {
-            double[][][][] q = java4(qa);
-            double[][][][] k = java4(ka);
-            double[][][][] v = java4(va);
-            double[][][][] g = java4(ga);
-            double[][][][] kvIn = java4(kvIna);
-            double[][][][] dKvOut = java4(dKvOuta);
-            int bs = q.length;
-            int hs = q[0].length;
-            int n = q[0][0].length;
-            int d = q[0][0][0].length;
-            int group = hs / k[0].length;
-            o = new double[bs][hs][n][d];
-            kvOut = new double[bs][hs][d][d];
-            dq = new double[bs][hs][n][d];
-            dk = new double[bs][k[0].length][n][d];
-            dv = new double[bs][k[0].length][n][d];
-            dKvIn = new double[bs][hs][d][d];
-            for (int b = 0; b < bs; b++) {
-                for (int h = 0; h < hs; h++) {
-                    int hk = h / group;
-                    double lambda = decay.lambda(h);
-                    double[][][] states = new double[n][][];
-                    double[][] kv = copy(kvIn[b][h]);
-                    if (!causal) {
-                        for (int s = 0; s < n; s++) {
-                            addOuter(kv, k[b][hk][s], v[b][hk][s], 1.0);
-                        }
-                    }
-                    for (int s = 0; s < n; s++) {
-                        if (causal) {
-                            scale(kv, lambda);
-                            addOuter(kv, k[b][hk][s], v[b][hk][s], 1.0);
-                        }
-                        states[s] = copy(kv);
-                        o[b][h][s] = vecMat(q[b][h][s], kv);
-                    }
-                    kvOut[b][h] = copy(kv);
-                    double[][] hGrad = copy(dKvOut[b][h]);
-                    double[][] total = new double[d][d];
-                    for (int s = n - 1; s >= 0; s--) {
-                        double[][] gs = causal ? copy(hGrad) : total;
-                        addOuter(gs, q[b][h][s], g[b][h][s], 1.0);
-                        dq[b][h][s] = matVec(states[s], g[b][h][s]);
-                        if (causal) {
-                            accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
-                            accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
-                            hGrad = gs;
-                            scale(hGrad, lambda);
-                        }
-                    }
-                    if (causal) {
-                        dKvIn[b][h] = hGrad;
-                    } else {
-                        double[][] gs = total;
-                        add(gs, dKvOut[b][h]);
-                        for (int s = 0; s < n; s++) {
-                            accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
-                            accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
-                        }
-                        dKvIn[b][h] = gs;
-                    }
-                }
-            }
-        }
-
-        static double[][][][] java4(INDArray a) {
-            long[] sh = a.shape();
-            double[] flat = a.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-            double[][][][] out = new double[(int) sh[0]][(int) sh[1]][(int) sh[2]][(int) sh[3]];
-            int i = 0;
-            for (double[][][] x : out) {
-                for (double[][] y : x) {
-                    for (double[] z : y) {
-                        for (int c = 0; c < z.length; c++) {
-                            z[c] = flat[i++];
-                        }
-                    }
-                }
-            }
-            return out;
-        }
-
-        static double[][] copy(double[][] m) {
-            double[][] c = new double[m.length][];
-            for (int i = 0; i < m.length; i++) {
-                c[i] = m[i].clone();
-            }
-            return c;
-        }
-
-        static void scale(double[][] m, double f) {
-            for (double[] r : m) {
-                for (int j = 0; j < r.length; j++) {
-                    r[j] *= f;
-                }
-            }
-        }
-
-        static void add(double[][] m, double[][] x) {
-            for (int i = 0; i < m.length; i++) {
-                for (int j = 0; j < m[i].length; j++) {
-                    m[i][j] += x[i][j];
-                }
-            }
-        }
-
-        static void addOuter(double[][] m, double[] a, double[] b, double f) {
-            for (int i = 0; i < a.length; i++) {
-                for (int j = 0; j < b.length; j++) {
-                    m[i][j] += f * a[i] * b[j];
-                }
-            }
-        }
-
-        /** {@code x^T M}. */
-        static double[] vecMat(double[] x, double[][] m) {
-            double[] r = new double[m[0].length];
-            for (int i = 0; i < x.length; i++) {
-                for (int j = 0; j < r.length; j++) {
-                    r[j] += x[i] * m[i][j];
-                }
-            }
-            return r;
-        }
-
-        /** {@code M x}. */
-        static double[] matVec(double[][] m, double[] x) {
-            double[] r = new double[m.length];
-            for (int i = 0; i < m.length; i++) {
-                for (int j = 0; j < x.length; j++) {
-                    r[i] += m[i][j] * x[j];
-                }
-            }
-            return r;
-        }
-
-        static void accumulate(double[] into, double[] x) {
-            for (int i = 0; i < into.length; i++) {
-                into[i] += x[i];
-            }
         }
     }
 }

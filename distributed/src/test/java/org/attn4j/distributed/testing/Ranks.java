@@ -1,0 +1,200 @@
+package org.attn4j.distributed.testing;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.DatagramSocket;
+import java.net.InetAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.distributed.transport.AeronTransportContext;
+import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.distributed.transport.Transport;
+
+/**
+ * P ranks inside the test JVM, one transport each, and a body run once per rank on its own thread: the harness of
+ * the multi-rank tests. The transports are in-JVM ({@link #inJvm}) or Aeron over UDP loopback with one embedded
+ * media driver per rank ({@link #aeron}).
+ *
+ * <p>{@link #run} returns the bodies' results by rank. Nothing hangs: it waits at most the given time for all of
+ * them and fails naming the ranks still running; a failed rank is reported at once (the others would only wait on
+ * it until their transports time out), naming that rank, and the rank threads are interrupted either way.
+ *
+ * <pre>{@code
+ * List<INDArray> out = Ranks.runInJvm(4, Duration.ofSeconds(20), Duration.ofSeconds(60), t -> work(t));
+ *
+ * try (Ranks ranks = Ranks.inJvm(6, Duration.ofSeconds(5))) {     // transports closed at the end
+ *     assertThrows(IllegalArgumentException.class, () -> new Algorithm(ranks.transport(0), ...));
+ * }
+ * }</pre>
+ */
+public final class Ranks implements AutoCloseable {
+
+    /** One rank's part of a test, given that rank's transport. */
+    @FunctionalInterface
+    public interface Body<R> {
+        R run(Transport t) throws Exception;
+    }
+
+    private final List<Transport> transports;
+
+    private Ranks(List<? extends Transport> transports) {
+        this.transports = List.copyOf(transports);
+    }
+
+    /** {@code p} in-JVM transports whose receives fail after {@code timeout}. */
+    public static Ranks inJvm(int p, Duration timeout) {
+        return new Ranks(InJvmTransport.group(p, timeout));
+    }
+
+    /**
+     * {@code p} Aeron transports in this JVM, one embedded media driver each, on loopback ports that were free a
+     * moment ago, with a fresh job token; receives fail after {@code timeout}.
+     */
+    public static Ranks aeron(int p, Duration timeout) {
+        List<String> endpoints = freeLoopbackEndpoints(p);
+        String token = UUID.randomUUID().toString();
+        List<Transport> t = new ArrayList<>();
+        try {
+            for (int r = 0; r < p; r++) {
+                t.add(new AeronTransport(AeronTransportContext.builder().rank(r).endpoints(endpoints).jobToken(token)
+                        .timeout(timeout).build()));
+            }
+        } catch (RuntimeException e) {
+            new Ranks(t).close();
+            throw e;
+        }
+        return new Ranks(t);
+    }
+
+    /**
+     * Runs {@code body} on {@code p} fresh in-JVM ranks at once and closes their transports.
+     *
+     * @param timeout the transports' receive timeout
+     * @param wait    how long to wait for every rank, at most
+     * @see #run
+     */
+    public static <R> List<R> runInJvm(int p, Duration timeout, Duration wait, Body<R> body)
+            throws ExecutionException, TimeoutException, InterruptedException {
+        try (Ranks ranks = inJvm(p, timeout)) {
+            return ranks.run(wait, body);
+        }
+    }
+
+    /** The number of ranks. */
+    public int size() {
+        return transports.size();
+    }
+
+    /** Every rank's transport, by rank. */
+    public List<Transport> transports() {
+        return transports;
+    }
+
+    /** Rank {@code r}'s transport. */
+    public Transport transport(int r) {
+        return transports.get(r);
+    }
+
+    /**
+     * Runs {@code body} for every rank at once, each on its own thread with its own transport.
+     *
+     * @return the results by rank (null where a body returned null)
+     * @throws ExecutionException   the first rank to fail: its message names the rank, its cause is what the body
+     *                              threw
+     * @throws TimeoutException     some rank still ran after {@code wait}; the message names them
+     */
+    public <R> List<R> run(Duration wait, Body<R> body)
+            throws ExecutionException, TimeoutException, InterruptedException {
+        int p = transports.size();
+        ExecutorService pool = Executors.newFixedThreadPool(p, task -> {
+            Thread t = new Thread(task);
+            t.setDaemon(true);                                      // a rank that ignores interrupts ends with the JVM
+            return t;
+        });
+        ExecutorCompletionService<R> done = new ExecutorCompletionService<>(pool);
+        List<Future<R>> futures = new ArrayList<>();
+        try {
+            for (int r = 0; r < p; r++) {
+                Transport t = transports.get(r);
+                String name = "rank-" + r;
+                futures.add(done.submit(() -> {
+                    Thread.currentThread().setName(name);
+                    return body.run(t);
+                }));
+            }
+            List<R> results = new ArrayList<>(Collections.nCopies(p, null));
+            long deadline = System.nanoTime() + wait.toNanos();
+            for (int finished = 0; finished < p; finished++) {
+                Future<R> f = done.poll(deadline - System.nanoTime(), TimeUnit.NANOSECONDS);
+                if (f == null) {
+                    String running = IntStream.range(0, p).filter(r -> !futures.get(r).isDone())
+                            .mapToObj(Integer::toString).collect(Collectors.joining(", "));
+                    throw new TimeoutException("ranks " + running + " of " + p + " still running after "
+                            + wait.toMillis() + " ms");
+                }
+                int rank = futures.indexOf(f);
+                try {
+                    results.set(rank, f.get());
+                } catch (ExecutionException e) {
+                    throw new ExecutionException("rank " + rank + " of " + p + " failed: " + e.getCause(),
+                            e.getCause());
+                }
+            }
+            return results;
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /** Closes every rank's transport; the first failure to close is thrown after all were tried. */
+    @Override
+    public void close() {
+        RuntimeException failure = null;
+        for (Transport t : transports) {
+            try {
+                t.close();
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    /** {@code n} loopback endpoints ({@code 127.0.0.1:port}) on UDP ports that were free a moment ago. */
+    public static List<String> freeLoopbackEndpoints(int n) {
+        List<DatagramSocket> sockets = new ArrayList<>();
+        List<String> endpoints = new ArrayList<>();
+        try {
+            for (int i = 0; i < n; i++) {
+                DatagramSocket s = new DatagramSocket(0, InetAddress.getLoopbackAddress());
+                sockets.add(s);
+                endpoints.add("127.0.0.1:" + s.getLocalPort());
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } finally {
+            sockets.forEach(DatagramSocket::close);
+        }
+        return endpoints;
+    }
+}
