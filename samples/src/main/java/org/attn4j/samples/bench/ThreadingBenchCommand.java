@@ -99,8 +99,7 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
                 for (int i = 0; i < configs.size(); i++) {
                     Config c = configs.get(i);
                     apply(c);
-                    FlashAttention op = FlashAttention.withTiles(FlashAttention.DEFAULT_BLOCK,
-                            FlashAttention.DEFAULT_BLOCK, c.javaThreads());
+                    FlashAttention op = FlashAttention.defaults().withThreads(c.javaThreads());
                     for (int r = 0; r < repeats; r++) {
                         double[] t = timeOnce(op, q, k, v);
                         if (round >= 0) {
