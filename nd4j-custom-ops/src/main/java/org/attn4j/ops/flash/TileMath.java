@@ -59,8 +59,13 @@ interface TileMath {
 
     /** The fastest implementation available for {@code type}. */
     static TileMath forType(DataType type) {
-        if (type == DataType.FLOAT && VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {
-            return VectorTileMath.create();
+        if (VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {
+            if (type == DataType.FLOAT) {
+                return VectorTileMath.create();
+            }
+            if (type == DataType.DOUBLE) {
+                return VectorTileMath.createDouble();
+            }
         }
         return new Nd4jTileMath();
     }

@@ -34,6 +34,11 @@ final class VectorTileMath {
         return new Impl();
     }
 
+    /** The float64 implementation, {@link DoubleVectorTileMath}. */
+    static TileMath createDouble() {
+        return new DoubleVectorTileMath();
+    }
+
     /** Separate class so that no Vector API type is resolved unless the module is present. */
     private static final class Impl implements TileMath {
         private static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;

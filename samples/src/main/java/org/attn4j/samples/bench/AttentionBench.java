@@ -24,7 +24,7 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * Times attn4j's {@link FlashAttention} against ND4J's stock {@code DotProductAttention} op and the gemm
- * floor (and, when asked, PyTorch's fused CPU kernel through {@link LibtorchAnchor}), for float32 inputs of B
+ * floor (and, when asked, PyTorch's fused CPU kernel through {@link LibtorchAnchor}), for float32 or float64 inputs of B
  * sequences of H heads, over a doubling range of sequence lengths.
  *
  * <p>Each configuration is timed as the median of {@code repeats} runs after one untimed warm-up up to
@@ -71,9 +71,10 @@ final class AttentionBench {
      * @param batch        B
      * @param heads        H (keys and values have as many)
      * @param libtorch     the directory of the libtorch anchor to run beside attn4j at every N, or null
+     * @param dataType     the inputs' type, float32 or float64
      */
     record Settings(int minN, int maxN, int headDim, int backwardMaxN, int stockMaxN, int repeats,
-                    int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch) {
+                    int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch, DataType dataType) {
         List<Integer> lengths() {
             List<Integer> ns = new ArrayList<>();
             for (long n = minN; n <= maxN; n *= 2) {
@@ -313,24 +314,26 @@ final class AttentionBench {
         }
     }
 
-    /** Seeded float32 inputs in attn4j's layout [B, H, N, D]. */
+    /** Seeded inputs of the settings' type in attn4j's layout [B, H, N, D]. */
     private record Inputs(int n, INDArray q, INDArray k, INDArray v, INDArray dO) {
         static Inputs random(int n, Settings s) {
             Nd4j.getRandom().setSeed(SEED + n);
             long[] shape = {s.batch(), s.heads(), n, s.headDim()};
-            return new Inputs(n, Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape),
-                    Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape));
+            DataType t = s.dataType();
+            return new Inputs(n, Nd4j.randn(t, shape), Nd4j.randn(t, shape), Nd4j.randn(t, shape),
+                    Nd4j.randn(t, shape));
         }
     }
 
-    /** Seeded float32 inputs in the stock op's layout, [B, D, N] for one head, [B, H, D, N] for several. */
+    /** Seeded inputs in the stock op's layout, [B, D, N] for one head, [B, H, D, N] for several. */
     private record StockInputs(INDArray q, INDArray k, INDArray v, INDArray dO) {
         static StockInputs random(int n, Settings s) {
             Nd4j.getRandom().setSeed(SEED + n);
             long[] shape = s.heads() == 1 ? new long[] {s.batch(), s.headDim(), n}
                     : new long[] {s.batch(), s.heads(), s.headDim(), n};
-            return new StockInputs(Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape),
-                    Nd4j.randn(DataType.FLOAT, shape), Nd4j.randn(DataType.FLOAT, shape));
+            DataType t = s.dataType();
+            return new StockInputs(Nd4j.randn(t, shape), Nd4j.randn(t, shape), Nd4j.randn(t, shape),
+                    Nd4j.randn(t, shape));
         }
     }
 }

@@ -11,6 +11,7 @@ import java.util.concurrent.Callable;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
+import org.nd4j.linalg.api.buffer.DataType;
 
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -24,7 +25,7 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "attention", mixinStandardHelpOptions = true,
         description = {"Time attn4j flash attention, ND4J's stock DotProductAttention and the gemm floor "
-                + "against N (float32), and PyTorch's fused CPU kernel beside them with --compare-libtorch.",
+                + "against N (float32 unless --dtype float64), and PyTorch's fused CPU kernel beside them with --compare-libtorch.",
             "Writes OUT/bench-attention.csv, OUT/bench-attention.png and a section of OUT/benchmarks.md "
                 + "(other shapes than B = H = 1 in files and a section of their own, e.g. bench-attention-b1-h8)."})
 public final class AttentionBenchCommand implements Callable<Integer> {
@@ -74,8 +75,25 @@ public final class AttentionBenchCommand implements Callable<Integer> {
     Path libtorch;
 
     @Option(names = "--gemm-size", paramLabel = "S", defaultValue = "1024",
-            description = "S for the S^3 float32 gemms that measure the floor's rate (default: ${DEFAULT-VALUE}).")
+            description = "S for the S^3 gemms that measure the floor's rate (default: ${DEFAULT-VALUE}).")
     int gemmSize;
+
+    /** The element types the benchmark takes. */
+    enum Precision {
+        float32(DataType.FLOAT), float64(DataType.DOUBLE);
+
+        final DataType dataType;
+
+        Precision(DataType dataType) {
+            this.dataType = dataType;
+        }
+    }
+
+    @Option(names = "--dtype", paramLabel = "TYPE", defaultValue = "float32",
+            description = {"Element type of the inputs and of the floor's gemms: ${COMPLETION-CANDIDATES} "
+                    + "(default: ${DEFAULT-VALUE}); float64 results go to files and a section of their own "
+                    + "(e.g. bench-attention-f64)."})
+    Precision dtype;
 
     @Spec
     CommandSpec spec;
@@ -93,14 +111,14 @@ public final class AttentionBenchCommand implements Callable<Integer> {
         MachineInfo machine = MachineInfo.current();
         log.printf(Locale.ROOT, "bench attention: N %d..%d, B %d, H %d, D %d, %d cores, OMP_NUM_THREADS=%s%n", minN,
                 maxN, batch, heads, headDim, machine.cores(), machine.ompNumThreads());
-        GemmRate gemm = GemmRate.measure(gemmSize);
-        log.printf(Locale.ROOT, "gemm float32 %d^3: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads%n",
-                gemmSize, gemm.oneThread() / 1e9, gemm.allThreads() / 1e9, gemm.threads());
+        GemmRate gemm = GemmRate.measure(gemmSize, dtype.dataType);
+        log.printf(Locale.ROOT, "gemm %s %d^3: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads%n",
+                dtype, gemmSize, gemm.oneThread() / 1e9, gemm.allThreads() / 1e9, gemm.threads());
         log.flush();
 
         AttentionBench.Settings settings = new AttentionBench.Settings(minN, maxN, headDim, BACKWARD_MAX_N,
                 stockMaxN, repeats, repeatMaxN, gemmSize, batch, heads,
-                libtorch == null ? null : libtorch.toAbsolutePath());
+                libtorch == null ? null : libtorch.toAbsolutePath(), dtype.dataType);
         List<BenchResult> rows = new AttentionBench(settings, log).run(gemm);
 
         Path csv = out.resolve(AttentionBenchReport.csv(settings));
@@ -137,6 +155,9 @@ public final class AttentionBenchCommand implements Callable<Integer> {
         }
         if (batch < 1) {
             throw new UserInputException("--batch must be >= 1, got " + batch);
+        }
+        if (libtorch != null && dtype != Precision.float32) {
+            throw new UserInputException("--compare-libtorch runs the anchor in float32 only, got --dtype " + dtype);
         }
         if (heads < 1) {
             throw new UserInputException("--heads must be >= 1, got " + heads);

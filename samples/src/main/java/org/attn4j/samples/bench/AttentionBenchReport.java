@@ -15,6 +15,7 @@ import org.attn4j.samples.bench.BenchResult.Impl;
 import org.attn4j.samples.bench.BenchResult.Pass;
 import org.attn4j.samples.bench.BenchResult.Status;
 import org.knowm.xchart.BitmapEncoder;
+import org.nd4j.linalg.api.buffer.DataType;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.XYSeries;
@@ -34,7 +35,13 @@ final class AttentionBenchReport {
 
     /** "" for B = H = 1, else "-b1-h8": runs of other shapes keep their own files and section. */
     static String suffix(AttentionBench.Settings s) {
-        return s.batch() == 1 && s.heads() == 1 ? "" : "-b" + s.batch() + "-h" + s.heads();
+        String shape = s.batch() == 1 && s.heads() == 1 ? "" : "-b" + s.batch() + "-h" + s.heads();
+        return shape + (s.dataType() == DataType.DOUBLE ? "-f64" : "");
+    }
+
+    /** "float32" or "float64". */
+    static String typeName(AttentionBench.Settings s) {
+        return s.dataType() == DataType.DOUBLE ? "float64" : "float32";
     }
 
     static String csv(AttentionBench.Settings s) {
@@ -78,7 +85,7 @@ final class AttentionBenchReport {
     /** Log-log chart of time against N: attn4j full and causal, the stock op, and the floor. */
     static void writeChart(Path file, List<BenchResult> rows, AttentionBench.Settings s) throws IOException {
         XYChart chart = new XYChartBuilder().width(1000).height(650)
-                .title("Attention time vs sequence length (" + shape(s) + ", D = " + s.headDim() + ", float32)")
+                .title("Attention time vs sequence length (" + shape(s) + ", D = " + s.headDim() + ", " + typeName(s) + ")")
                 .xAxisTitle("sequence length N (log scale)").yAxisTitle("time (ms)").build();
         // x is log2(N) on a linear axis, labelled with N: XChart's own log x axis places non-decade ticks
         // (2K, 4K, ...) linearly, i.e. in the wrong spots; on log2 every power of two gets an exact tick.
@@ -155,9 +162,9 @@ final class AttentionBenchReport {
                            String command, String memoryMeasure) {
         boolean torch = rows.stream().anyMatch(r -> r.impl() == Impl.LIBTORCH);
         String title = "Attention: attn4j vs ND4J's stock op" + (torch ? " and PyTorch's fused kernel" : "")
-                + (suffix(s).isEmpty() ? "" : " (" + shape(s) + ")");
+                + (suffix(s).isEmpty() ? "" : " (" + shape(s) + (s.dataType() == DataType.DOUBLE ? ", float64" : "") + ")");
         StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
-                m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, float32, scale "
+                m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, %s, scale "
                         + "1/sqrt(D); attn4j first runs for %.0f s at the smallest N (the JIT compiles its Java tile "
                         + "code); each time is the median of %d runs after at least 100 ms of untimed runs up to N = %d "
                         + "(attn4j's back to back, the stock op's each after a garbage collection) and a single run beyond, forward "
@@ -165,14 +172,14 @@ final class AttentionBenchReport {
                         + "during a configuration's runs above its level with the inputs already allocated; it counts "
                         + "outputs, gradients and working memory (so rises of a few MB are noise) and is measured as "
                         + "the %s. The floor is "
-                        + "4·N²·D flops (QKᵀ and PV) per head at the float32 gemm rate ND4J reached in the same run, "
+                        + "4·N²·D flops (QKᵀ and PV) per head at the %s gemm rate ND4J reached in the same run, "
                         + "%.0f GFLOP/s (the better of one %d³ gemm per core in parallel and one on one thread), "
                         + "3.5 times that for forward+backward and half of it for causal. Stock is ND4J's "
                         + "`DotProductAttention` and `dot_product_attention_bp` with ND4J's native threads at the "
                         + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
-                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(),
+                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(), typeName(s),
                         AttentionBench.WARM_UP_SECONDS, s.repeats(),
-                        s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, gemm.best() / 1e9, gemm.size(),
+                        s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, typeName(s), gemm.best() / 1e9, gemm.size(),
                         torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
                         + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "
                         + "attn4j) in its own process right after attn4j's runs at each N, on as many threads as "

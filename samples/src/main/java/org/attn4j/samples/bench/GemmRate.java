@@ -37,10 +37,15 @@ public record GemmRate(int size, double oneThread, double allThreads, int thread
      * @param size matrix size, e.g. 1024
      */
     public static GemmRate measure(int size) {
+        return measure(size, DataType.FLOAT);
+    }
+
+    /** {@link #measure(int)} with products of {@code type}, float32 or float64. */
+    public static GemmRate measure(int size, DataType type) {
         int threads = Runtime.getRuntime().availableProcessors();
         double flops = 2.0 * size * size * size;
-        double one = flops / medianSeconds(size, 1);
-        double all = threads * flops / medianSeconds(size, threads);
+        double one = flops / medianSeconds(size, 1, type);
+        double all = threads * flops / medianSeconds(size, threads, type);
         return new GemmRate(size, one, all, threads);
     }
 
@@ -52,14 +57,14 @@ public record GemmRate(int size, double oneThread, double allThreads, int thread
         return Math.max(oneThread, allThreads);
     }
 
-    private static double medianSeconds(int size, int threads) {
+    private static double medianSeconds(int size, int threads, DataType type) {
         ExecutorService pool = Executors.newFixedThreadPool(threads);
         try {
             List<Callable<INDArray>> products = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
-                INDArray a = Nd4j.rand(DataType.FLOAT, size, size);
-                INDArray b = Nd4j.rand(DataType.FLOAT, size, size);
-                INDArray c = Nd4j.create(DataType.FLOAT, size, size);
+                INDArray a = Nd4j.rand(type, size, size);
+                INDArray b = Nd4j.rand(type, size, size);
+                INDArray c = Nd4j.create(type, size, size);
                 products.add(() -> Nd4j.gemm(a, b, c, false, false, 1.0, 0.0));
             }
             double[] seconds = new double[ROUNDS];
