@@ -104,33 +104,7 @@ final class DoubleVectorTileMath implements TileMath {
     @Override
     public void mask(INDArray tile, TilePlan plan, int b, int q0, int rows, int kb, int c0, int cols) {
         ByteBuffer bb = bytes(tile);
-        int k0 = plan.keyStart(kb) + c0;
-        if (!plan.keysAscend(kb)) {
-            for (int r = 0; r < rows; r++) {
-                for (int c = 0; c < cols; c++) {
-                    if (!plan.allowed(b, q0 + r, k0 + c)) {
-                        bb.putDouble((r * cols + c) * BYTES, Double.NEGATIVE_INFINITY);
-                    }
-                }
-            }
-            return;
-        }
-        // Keys ascend: what a query may see by position is one run of columns; hide what lies outside it.
-        for (int r = 0; r < rows; r++) {
-            int from = Math.min(cols, Math.max(0, plan.allowedFrom(q0 + r, kb) - c0));
-            int to = Math.min(cols, Math.max(from, plan.allowedTo(q0 + r, kb) - c0));
-            fill(bb, r * cols, 0, from);
-            fill(bb, r * cols, to, cols);
-        }
-        if (plan.partlyPadded(b, kb)) {
-            for (int c = 0; c < cols; c++) {
-                if (!plan.keyValid(b, k0 + c)) {
-                    for (int r = 0; r < rows; r++) {
-                        bb.putDouble((r * cols + c) * BYTES, Double.NEGATIVE_INFINITY);
-                    }
-                }
-            }
-        }
+        plan.hiddenRuns(b, q0, rows, kb, c0, cols, (r, from, to) -> fill(bb, r * cols, from, to));
     }
 
     /** Sets elements {@code [from, to)} of the row starting at element {@code row} to negative infinity. */

@@ -135,6 +135,47 @@ final class TilePlan {
         return most == Long.MAX_VALUE ? keyCols(kb) : firstAtLeast(kb, most + 1);
     }
 
+    /** Receives runs of hidden columns from {@link #hiddenRuns}. */
+    interface HiddenRun {
+        /** Columns {@code [from, to)} of local row {@code row} are hidden. */
+        void hide(int row, int from, int to);
+    }
+
+    /**
+     * Reports what the mask hides in a {@code rows x cols} part of a tile of sequence {@code b}: local queries
+     * {@code q0 ...}, columns {@code c0 ...} of key block {@code kb} (rows and columns counted from the part). When
+     * the block's keys ascend, a row's visible keys form one run, so what lies outside it is reported as two runs,
+     * plus padded keys column by column; otherwise every hidden entry is reported on its own.
+     */
+    void hiddenRuns(int b, int q0, int rows, int kb, int c0, int cols, HiddenRun out) {
+        int k0 = keyStart(kb) + c0;
+        if (!keysAscend(kb)) {
+            for (int r = 0; r < rows; r++) {
+                for (int c = 0; c < cols; c++) {
+                    if (!allowed(b, q0 + r, k0 + c)) {
+                        out.hide(r, c, c + 1);
+                    }
+                }
+            }
+            return;
+        }
+        for (int r = 0; r < rows; r++) {
+            int from = Math.min(cols, Math.max(0, allowedFrom(q0 + r, kb) - c0));
+            int to = Math.min(cols, Math.max(from, allowedTo(q0 + r, kb) - c0));
+            out.hide(r, 0, from);
+            out.hide(r, to, cols);
+        }
+        if (partlyPadded(b, kb)) {
+            for (int c = 0; c < cols; c++) {
+                if (!keyValid(b, k0 + c)) {
+                    for (int r = 0; r < rows; r++) {
+                        out.hide(r, c, c + 1);
+                    }
+                }
+            }
+        }
+    }
+
     /** Whether key padding hides some keys of block {@code kb} in sequence {@code b} (not all of them). */
     boolean partlyPadded(int b, int kb) {
         return padding != null && padding[b * keyBlocks + kb] == Kind.PARTIAL;
