@@ -113,8 +113,7 @@ public class PositionalEmbeddingLayerImpl
                 throw new DL4JInvalidInputException(NAME + " " + layerId() + ": time step " + t + " is at position "
                         + positions[t] + ", but maxLength is " + c.getMaxLength() + " (positions 0 to "
                         + (c.getMaxLength() - 1) + " have an embedding); "
-                        + (SequenceParallel.current() == null ? "sequences of " + n + " steps need maxLength >= " + n
-                                : "the sequence-parallel run has N = " + SequenceParallel.current().length()));
+                        + SequenceParallel.lengthHint(n));
             }
         }
         return positions;

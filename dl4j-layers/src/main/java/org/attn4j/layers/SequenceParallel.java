@@ -169,6 +169,16 @@ public final class SequenceParallel {
     }
 
     /**
+     * What a layer's message about the sequence length should say for an input of {@code timeSteps} steps:
+     * that length on one device, the global N of the sequence-parallel run on a worker's shard.
+     */
+    static String lengthHint(long timeSteps) {
+        Context c = CURRENT.get();
+        return c == null ? "sequences of " + timeSteps + " steps need maxLength >= " + timeSteps
+                : "the sequence-parallel run has N = " + c.length();
+    }
+
+    /**
      * Checks that a layer's input fits the context: as many time steps as the worker holds positions, and no
      * per-step mask (key padding is not supported sequence-parallel).
      *
