@@ -9,6 +9,7 @@ import java.util.Set;
 import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.transport.PeerFailedException;
 import org.attn4j.distributed.transport.PeerTimeoutException;
@@ -36,12 +37,16 @@ import org.nd4j.linalg.factory.Nd4j;
  * </pre>
  *
  * A notice receive that times out is posted again; one that fails because the peer left is dropped (a rank that
- * closes its transport after its last call is no failure).
+ * closes its transport after its last call is no failure). A notice naming this very rank as timed out comes from
+ * a rank that waited on this one while this one waited on a third: this rank gives its own transport a quarter of
+ * the timeout to fail that third rank, so that its failure names the rank that stopped the job.
  */
 final class FailureNotices {
 
     private static final long FAILED = 0;
     private static final long TIMED_OUT = 1;
+    /** A notice that this rank timed out waits the timeout divided by this for this rank's own finding. */
+    private static final long SELF_NOTICE_DELAY_DIVISOR = 4;
     /** By transport identity; an entry goes when its transport closes. */
     private static final Map<Transport, FailureNotices> BY_TRANSPORT = new IdentityHashMap<>();
 
@@ -94,7 +99,15 @@ final class FailureNotices {
                 long[] v = notice.toLongVector();
                 PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1, "rank " + peer
                         + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out" : " failed"));
-                failAll(failure, null);
+                if (v[0] == transport.rank() && v[1] == TIMED_OUT) {
+                    // This rank is alive: it stopped answering because it waits on another. Its own transport fails
+                    // a silent peer within a heartbeat of the timeout, so the notice waits a quarter of the timeout
+                    // for that finding, which names the rank that stopped the job instead of this one.
+                    CompletableFuture.delayedExecutor(transport.timeout().toMillis() / SELF_NOTICE_DELAY_DIVISOR,
+                            TimeUnit.MILLISECONDS).execute(() -> failAll(failure, null));
+                } else {
+                    failAll(failure, null);
+                }
             } else if (unwrap(e) instanceof PeerTimeoutException) {
                 listen(peer);
             } else if (unwrap(e) instanceof TransportClosedException) {
