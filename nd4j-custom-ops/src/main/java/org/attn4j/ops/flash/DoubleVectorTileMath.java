@@ -12,8 +12,8 @@ import jdk.incubator.vector.VectorSpecies;
 
 /**
  * {@link TileMath} for float64 tiles with the JDK Vector API: each step one pass over a row's elements in place,
- * exponentials in base e through {@code lanewise(EXP)} (within an ulp or two of {@link Math#exp}, so float64
- * results keep their 1e-12 agreement with a plain reference). The softmax step takes two passes per row (the
+ * exponentials in base e by {@link #exp} (within a few ulps of {@link Math#exp}, so float64 results keep their
+ * 1e-12 agreement with a plain reference, and the same whether the JIT has compiled the code or not). The softmax step takes two passes per row (the
  * maximum, then the powers and their sum): float64 is chosen for exactness, not speed. Loaded only when the
  * module {@code jdk.incubator.vector} is present ({@link VectorTileMath#createDouble}).
  */
@@ -23,6 +23,27 @@ final class DoubleVectorTileMath implements TileMath {
     private static final int L = S.length();
     private static final ByteOrder ORDER = ByteOrder.nativeOrder();
     private static final int BYTES = Double.BYTES;
+
+    private static final DoubleVector LOG2E = DoubleVector.broadcast(S, 1.4426950408889634);
+    private static final DoubleVector MAGIC = DoubleVector.broadcast(S, 6755399441055744.0);     // 1.5 * 2^52
+    private static final long MAGIC_BITS = Double.doubleToRawLongBits(6755399441055744.0);
+    private static final DoubleVector MINUS_LN2_HI = DoubleVector.broadcast(S, -6.93147180369123816490e-01);
+    private static final DoubleVector MINUS_LN2_LO = DoubleVector.broadcast(S, -1.90821492927058770002e-10);
+    /** 1/13!, 1/12!, ..., 1/1!, 1: e^r by Horner's rule. */
+    private static final DoubleVector[] TAYLOR = taylor(13);
+
+    private static DoubleVector[] taylor(int degree) {
+        DoubleVector[] c = new DoubleVector[degree + 1];
+        double f = 1;
+        for (int k = 1; k <= degree; k++) {
+            f *= k;
+        }
+        for (int k = degree; k >= 0; k--) {
+            c[degree - k] = DoubleVector.broadcast(S, 1.0 / f);
+            f /= Math.max(k, 1);
+        }
+        return c;
+    }
 
     @Override
     public boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha, double[] rowSum) {
@@ -65,19 +86,40 @@ final class DoubleVectorTileMath implements TileMath {
         DoubleVector vsum = DoubleVector.zero(S);
         for (int c = 0; c < full; c += L) {
             int pos = base + c * BYTES;
-            DoubleVector e = DoubleVector.fromByteBuffer(S, bb, pos, ORDER).add(shift)
-                    .lanewise(VectorOperators.EXP);
+            DoubleVector e = exp(DoubleVector.fromByteBuffer(S, bb, pos, ORDER).add(shift));
             e.intoByteBuffer(bb, pos, ORDER);
             vsum = vsum.add(e);
         }
         double sum = vsum.reduceLanes(VectorOperators.ADD);
         for (int c = full; c < cols; c++) {
             int pos = base + c * BYTES;
-            double e = Math.exp(bb.getDouble(pos) + shift);
+            double e = exp(DoubleVector.broadcast(S, bb.getDouble(pos) + shift)).lane(0);
             bb.putDouble(pos, e);
             sum += e;
         }
         return sum;
+    }
+
+    /**
+     * {@code e^x} for double lanes from additions, multiplications and bit operations only, which Java defines
+     * exactly whether the Vector API runs compiled or interpreted, so a result never depends on how far the JIT
+     * has got (a resumed run repeats an uninterrupted one bit for bit). {@code x = n ln 2 + r} with n the nearest
+     * integer to {@code x / ln 2} (ln 2 in two parts), {@code e^r} by its Taylor series to degree 13 on
+     * {@code |r| <= ln 2 / 2} (truncation below 2e-16), n put in the exponent. Below -708 it gives 0 (so -inf
+     * gives 0); NaN stays NaN.
+     */
+    private static DoubleVector exp(DoubleVector x) {
+        DoubleVector clamped = x.max(-708.0).min(709.0);
+        DoubleVector t = clamped.fma(LOG2E, MAGIC);                  // n + 1.5 * 2^52: n in the low bits
+        DoubleVector n = t.sub(MAGIC);
+        DoubleVector r = n.fma(MINUS_LN2_HI, clamped).add(n.mul(MINUS_LN2_LO));
+        DoubleVector p = TAYLOR[0];
+        for (int k = 1; k < TAYLOR.length; k++) {
+            p = p.fma(r, TAYLOR[k]);
+        }
+        DoubleVector twoToN = t.reinterpretAsLongs().sub(MAGIC_BITS - 1023).lanewise(VectorOperators.LSHL, 52)
+                .reinterpretAsDoubles();
+        return p.mul(twoToN).blend(0.0, x.compare(VectorOperators.LT, -708.0));
     }
 
     @Override

@@ -55,6 +55,7 @@ final class VectorTileMath {
         private static final FloatVector C4 = FloatVector.broadcast(S, 2.402264791363012e-1f);
         private static final FloatVector C5 = FloatVector.broadcast(S, 6.931472028550421e-1f);
         private static final FloatVector ONE = FloatVector.broadcast(S, 1f);
+        private static final float LOG2E = (float) (1 / Math.log(2));
 
         @Override
         public double base() {
@@ -227,7 +228,8 @@ final class VectorTileMath {
                 int base = r * cols * 4;
                 float s = (float) sh[r];
                 for (int c = 0; c < full; c += L) {
-                    FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).add(s).lanewise(VectorOperators.EXP)
+                    // e^x as 2^(x log2 e) by exp2, which is the same whether the JIT has compiled it or not
+                    exp2(FloatVector.fromByteBuffer(S, bb, base + c * 4, ORDER).add(s).mul(LOG2E))
                             .intoByteBuffer(bb, base + c * 4, ORDER);
                 }
                 for (int c = full; c < cols; c++) {
