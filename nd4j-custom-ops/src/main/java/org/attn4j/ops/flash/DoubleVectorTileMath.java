@@ -29,21 +29,20 @@ final class DoubleVectorTileMath implements TileMath {
     private static final long MAGIC_BITS = Double.doubleToRawLongBits(6755399441055744.0);
     private static final DoubleVector MINUS_LN2_HI = DoubleVector.broadcast(S, -6.93147180369123816490e-01);
     private static final DoubleVector MINUS_LN2_LO = DoubleVector.broadcast(S, -1.90821492927058770002e-10);
-    /** 1/13!, 1/12!, ..., 1/1!, 1: e^r by Horner's rule. */
-    private static final DoubleVector[] TAYLOR = taylor(13);
-
-    private static DoubleVector[] taylor(int degree) {
-        DoubleVector[] c = new DoubleVector[degree + 1];
-        double f = 1;
-        for (int k = 1; k <= degree; k++) {
-            f *= k;
-        }
-        for (int k = degree; k >= 0; k--) {
-            c[degree - k] = DoubleVector.broadcast(S, 1.0 / f);
-            f /= Math.max(k, 1);
-        }
-        return c;
-    }
+    // 1/k! for k = 13 down to 2: e^r by Horner's rule (the last two coefficients, 1/1! and 1/0!, are ONE).
+    private static final DoubleVector C13 = DoubleVector.broadcast(S, 1.0 / 6227020800.0);
+    private static final DoubleVector C12 = DoubleVector.broadcast(S, 1.0 / 479001600.0);
+    private static final DoubleVector C11 = DoubleVector.broadcast(S, 1.0 / 39916800.0);
+    private static final DoubleVector C10 = DoubleVector.broadcast(S, 1.0 / 3628800.0);
+    private static final DoubleVector C9 = DoubleVector.broadcast(S, 1.0 / 362880.0);
+    private static final DoubleVector C8 = DoubleVector.broadcast(S, 1.0 / 40320.0);
+    private static final DoubleVector C7 = DoubleVector.broadcast(S, 1.0 / 5040.0);
+    private static final DoubleVector C6 = DoubleVector.broadcast(S, 1.0 / 720.0);
+    private static final DoubleVector C5 = DoubleVector.broadcast(S, 1.0 / 120.0);
+    private static final DoubleVector C4 = DoubleVector.broadcast(S, 1.0 / 24.0);
+    private static final DoubleVector C3 = DoubleVector.broadcast(S, 1.0 / 6.0);
+    private static final DoubleVector C2 = DoubleVector.broadcast(S, 1.0 / 2.0);
+    private static final DoubleVector ONE = DoubleVector.broadcast(S, 1.0);
 
     @Override
     public boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha, double[] rowSum) {
@@ -113,10 +112,8 @@ final class DoubleVectorTileMath implements TileMath {
         DoubleVector t = clamped.fma(LOG2E, MAGIC);                  // n + 1.5 * 2^52: n in the low bits
         DoubleVector n = t.sub(MAGIC);
         DoubleVector r = n.fma(MINUS_LN2_HI, clamped).add(n.mul(MINUS_LN2_LO));
-        DoubleVector p = TAYLOR[0];
-        for (int k = 1; k < TAYLOR.length; k++) {
-            p = p.fma(r, TAYLOR[k]);
-        }
+        DoubleVector p = C13.fma(r, C12).fma(r, C11).fma(r, C10).fma(r, C9).fma(r, C8).fma(r, C7).fma(r, C6)
+                .fma(r, C5).fma(r, C4).fma(r, C3).fma(r, C2).fma(r, ONE).fma(r, ONE);
         DoubleVector twoToN = t.reinterpretAsLongs().sub(MAGIC_BITS - 1023).lanewise(VectorOperators.LSHL, 52)
                 .reinterpretAsDoubles();
         return p.mul(twoToN).blend(0.0, x.compare(VectorOperators.LT, -708.0));
