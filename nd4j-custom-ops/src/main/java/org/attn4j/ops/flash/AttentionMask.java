@@ -3,6 +3,7 @@ package org.attn4j.ops.flash;
 import java.util.Arrays;
 import java.util.Objects;
 
+import org.attn4j.ops.Documents;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -13,11 +14,13 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * <ul>
  *   <li>causal: {@code j <= i};</li>
  *   <li>sliding window of width {@code W > 0}: causal {@code i - j < W}; non-causal {@code |i - j| < W};</li>
- *   <li>key padding: the key is a real token of its sequence (padding value non-zero).</li>
+ *   <li>key padding: the key is a real token of its sequence (padding value non-zero);</li>
+ *   <li>documents ({@link Documents}, packed sequences): query and key belong to the same document of their
+ *       sequence, neither is padding.</li>
  * </ul>
  * Positions default to {@code 0..N-1}. A sharded layout (contiguous, zigzag, striped, cyclic) only
  * passes other positions, so one kernel serves all of them. Positions are shared by every sequence of
- * a batch; padding is per sequence.
+ * a batch; padding and documents are per sequence.
  *
  * <p>Immutable. Built with {@link #builder()}, or {@link #none()} / {@link #causal()}.
  */
@@ -31,6 +34,7 @@ public final class AttentionMask {
     private final INDArray keyPadding;
     private final int[] queryPositions;
     private final int[] keyPositions;
+    private final Documents documents;
 
     private AttentionMask(Builder b) {
         this.causal = b.causal;
@@ -38,6 +42,7 @@ public final class AttentionMask {
         this.keyPadding = b.keyPadding;
         this.queryPositions = b.queryPositions;
         this.keyPositions = b.keyPositions;
+        this.documents = b.documents;
     }
 
     /** Full attention: every query sees every key. */
@@ -58,7 +63,7 @@ public final class AttentionMask {
     /** A builder holding this mask's settings, to derive a variant. */
     public Builder toBuilder() {
         return new Builder().causal(causal).window(window).keyPadding(keyPadding)
-                .queryPositions(queryPositions).keyPositions(keyPositions);
+                .queryPositions(queryPositions).keyPositions(keyPositions).documents(documents);
     }
 
     /** Whether a query sees only keys at its own or earlier positions. */
@@ -74,6 +79,16 @@ public final class AttentionMask {
     /** Key padding {@code [B, Nk]} (non-zero = real token), or {@code null} for none. */
     public INDArray keyPadding() {
         return keyPadding;
+    }
+
+    /** The document of every global position of every sequence, or {@code null} for one document each. */
+    public Documents documents() {
+        return documents;
+    }
+
+    /** This mask with other documents ({@code null} = none): the per-batch part of a fixed mask. */
+    public AttentionMask withDocuments(Documents documents) {
+        return documents == this.documents ? this : toBuilder().documents(documents).build();
     }
 
     /** Global positions of the queries, or {@code null} for {@code 0..Nq-1}. A defensive copy. */
@@ -100,7 +115,7 @@ public final class AttentionMask {
 
     /** Whether any rule can hide a key from a query. */
     public boolean masksAnything() {
-        return causal || window > 0 || keyPadding != null;
+        return causal || window > 0 || keyPadding != null || documents != null;
     }
 
     int[] queryPositionsOrDefault(int n) {
@@ -124,7 +139,8 @@ public final class AttentionMask {
         return "AttentionMask{causal=" + causal + ", window=" + window
                 + ", keyPadding=" + (keyPadding == null ? "none" : Arrays.toString(keyPadding.shape()))
                 + ", queryPositions=" + (queryPositions == null ? "default" : queryPositions.length)
-                + ", keyPositions=" + (keyPositions == null ? "default" : keyPositions.length) + "}";
+                + ", keyPositions=" + (keyPositions == null ? "default" : keyPositions.length)
+                + ", documents=" + (documents == null ? "none" : documents) + "}";
     }
 
     /** Builder for {@link AttentionMask}; validation of lengths happens when the mask meets its tensors. */
@@ -134,6 +150,7 @@ public final class AttentionMask {
         private INDArray keyPadding;
         private int[] queryPositions;
         private int[] keyPositions;
+        private Documents documents;
 
         private Builder() {
         }
@@ -175,6 +192,12 @@ public final class AttentionMask {
             return this;
         }
 
+        /** The document of every global position of every sequence ({@code null} = one document each). */
+        public Builder documents(Documents documents) {
+            this.documents = documents;
+            return this;
+        }
+
         /** The immutable mask. */
         public AttentionMask build() {
             return new AttentionMask(this);
@@ -188,7 +211,8 @@ public final class AttentionMask {
         }
         AttentionMask m = (AttentionMask) o;
         return causal == m.causal && window == m.window && Objects.equals(keyPadding, m.keyPadding)
-                && Arrays.equals(queryPositions, m.queryPositions) && Arrays.equals(keyPositions, m.keyPositions);
+                && Arrays.equals(queryPositions, m.queryPositions) && Arrays.equals(keyPositions, m.keyPositions)
+                && Objects.equals(documents, m.documents);
     }
 
     @Override

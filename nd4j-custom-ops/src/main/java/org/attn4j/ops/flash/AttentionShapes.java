@@ -2,6 +2,7 @@ package org.attn4j.ops.flash;
 
 import java.util.Arrays;
 
+import org.attn4j.ops.Documents;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -114,6 +115,34 @@ public record AttentionShapes(int batch, int heads, int kvHeads, int queries, in
             throw new IllegalArgumentException(op + ": key padding must have shape [" + batch + ", " + keys
                     + "] (batch, keys), got " + Arrays.toString(pad.shape()));
         }
+        Documents docs = mask.documents();
+        if (docs != null) {
+            if (docs.batch() != batch) {
+                throw new IllegalArgumentException(op + ": document ids cover " + docs.batch() + " sequences, q has "
+                        + batch + "; expected [" + batch + ", N] ids");
+            }
+            if (qp == null && kp == null && docs.length() != Math.max(queries, keys)) {
+                throw new IllegalArgumentException(op + ": document ids must have shape [" + batch + ", "
+                        + Math.max(queries, keys) + "] (batch, positions), got [" + docs.batch() + ", "
+                        + docs.length() + "]");
+            }
+            int most = Math.max(max(qp, queries), max(kp, keys));
+            if (most >= docs.length()) {
+                throw new IllegalArgumentException(op + ": document ids cover global positions 0.." + (docs.length() - 1)
+                        + ", the call holds position " + most + "; expected ids for the whole sequence");
+            }
+        }
+    }
+
+    private static int max(int[] positions, int n) {
+        if (positions == null) {
+            return n - 1;
+        }
+        int m = Integer.MIN_VALUE;
+        for (int p : positions) {
+            m = Math.max(m, p);
+        }
+        return m;
     }
 
     private static void requireNonNull(String op, String name, INDArray a) {

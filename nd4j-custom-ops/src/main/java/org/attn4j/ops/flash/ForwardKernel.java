@@ -82,8 +82,8 @@ final class ForwardKernel {
                     int from = cols;
                     int to = 0;
                     for (int r = r0; r < r0 + n; r++) {
-                        from = Math.min(from, plan.allowedFrom(q0 + r, kb));
-                        to = Math.max(to, plan.allowedTo(q0 + r, kb));
+                        from = Math.min(from, plan.allowedFrom(b, q0 + r, kb));
+                        to = Math.max(to, plan.allowedTo(b, q0 + r, kb));
                     }
                     // Whole multiples of 64 columns (the mask hides the extra ones): few distinct buffer sizes.
                     from = from / COLUMN_STEP * COLUMN_STEP;

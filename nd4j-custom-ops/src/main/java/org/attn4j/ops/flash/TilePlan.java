@@ -1,7 +1,9 @@
 package org.attn4j.ops.flash;
 
-import org.attn4j.ops.Views;
 import java.util.Arrays;
+
+import org.attn4j.ops.Documents;
+import org.attn4j.ops.Views;
 
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -11,7 +13,10 @@ import org.nd4j.linalg.factory.Nd4j;
  * The mask of one call cut into tiles: which (query block, key block) tiles are fully masked (skipped),
  * fully visible (no mask work) or partial (an additive 0 / -inf bias built from the exact per-pair rule).
  * Decided from the min/max global position of each block, so any layout (contiguous, zigzag, striped,
- * cyclic) works: unsorted positions only make more tiles partial, never a wrong answer.
+ * cyclic) works: unsorted positions only make more tiles partial, never a wrong answer. With documents, a tile
+ * is skipped when the documents of its queries end before or start after its keys, and fully visible when all its
+ * queries and keys lie in one document; documents are runs of positions, so a query's visible keys stay an
+ * interval of positions and partial tiles are masked by runs of columns like the positional rules.
  */
 final class TilePlan {
 
@@ -26,6 +31,9 @@ final class TilePlan {
     private final boolean[][] keyValid;        // [B][Nk], null without padding
     private final Kind[] padding;              // [B * kBlocks]: FULL = all real, SKIP = all padded
     private final boolean[] keysAscend;        // [kBlocks]: positions strictly increase within the block
+    private final int[][] keyRange;            // [kBlocks]: {min, max} key position
+    private final Documents docs;              // null without documents
+    private final int[][] queryDocs;           // [B][qBlocks * 3]: {least start, greatest end, 1 if one document}
     final int queryBlocks;
     final int keyBlocks;
     final int queries;
@@ -43,6 +51,7 @@ final class TilePlan {
         this.keyBlocks = (keys + keyBlock - 1) / keyBlock;
         this.positional = new Kind[queryBlocks * keyBlocks];
         this.keysAscend = new boolean[keyBlocks];
+        this.keyRange = new int[keyBlocks][];
         for (int kb = 0; kb < keyBlocks; kb++) {
             boolean ascend = true;
             for (int j = kb * keyBlock + 1; j < kb * keyBlock + keyCols(kb); j++) {
@@ -53,10 +62,12 @@ final class TilePlan {
         for (int qb = 0; qb < queryBlocks; qb++) {
             int[] qr = range(qPos, qb * queryBlock, queryRows(qb));
             for (int kb = 0; kb < keyBlocks; kb++) {
-                int[] kr = range(kPos, kb * keyBlock, keyCols(kb));
-                positional[qb * keyBlocks + kb] = classify(qr[0], qr[1], kr[0], kr[1]);
+                keyRange[kb] = range(kPos, kb * keyBlock, keyCols(kb));
+                positional[qb * keyBlocks + kb] = classify(qr[0], qr[1], keyRange[kb][0], keyRange[kb][1]);
             }
         }
+        this.docs = mask.documents();
+        this.queryDocs = docs == null ? null : queryDocuments(s.batch());
         INDArray pad = mask.keyPadding();
         if (pad == null) {
             keyValid = null;
@@ -98,6 +109,10 @@ final class TilePlan {
 
     Kind kind(int b, int qb, int kb) {
         Kind p = positional[qb * keyBlocks + kb];
+        if (docs != null && p != Kind.SKIP) {
+            Kind d = documentKind(b, qb, kb);
+            p = d == Kind.SKIP ? d : d == Kind.PARTIAL ? d : p;
+        }
         if (padding == null || p == Kind.SKIP) {
             return p;
         }
@@ -110,7 +125,48 @@ final class TilePlan {
 
     /** Whether local query {@code i} of sequence {@code b} may see local key {@code j}. */
     boolean allowed(int b, int i, int j) {
-        return mask.allows(qPos[i], kPos[j]) && (keyValid == null || keyValid[b][j]);
+        return mask.allows(qPos[i], kPos[j]) && (keyValid == null || keyValid[b][j])
+                && (docs == null || docs.sameDocument(b, qPos[i], kPos[j]));
+    }
+
+    /**
+     * Per query block of every sequence: the least start and greatest end of its queries' documents (padding left
+     * out; {@code start > end} when all of them are padding), and whether all its queries lie in one document.
+     */
+    private int[][] queryDocuments(int batch) {
+        int[][] t = new int[batch][queryBlocks * 3];
+        for (int b = 0; b < batch; b++) {
+            for (int qb = 0; qb < queryBlocks; qb++) {
+                int least = Integer.MAX_VALUE;
+                int most = Integer.MIN_VALUE;
+                boolean one = true;
+                int first = qPos[qb * queryBlock];
+                for (int i = qb * queryBlock; i < qb * queryBlock + queryRows(qb); i++) {
+                    int p = qPos[i];
+                    one &= !docs.isPadding(b, p) && docs.start(b, p) == docs.start(b, first);
+                    if (!docs.isPadding(b, p)) {
+                        least = Math.min(least, docs.start(b, p));
+                        most = Math.max(most, docs.end(b, p));
+                    }
+                }
+                t[b][qb * 3] = least;
+                t[b][qb * 3 + 1] = most;
+                t[b][qb * 3 + 2] = one ? 1 : 0;
+            }
+        }
+        return t;
+    }
+
+    /** The tile by documents alone: no key inside its queries' documents, all of them inside one, or neither. */
+    private Kind documentKind(int b, int qb, int kb) {
+        int least = queryDocs[b][qb * 3];
+        int most = queryDocs[b][qb * 3 + 1];
+        int[] kr = keyRange[kb];
+        if (least > most || kr[1] < least || kr[0] >= most) {
+            return Kind.SKIP;
+        }
+        boolean one = queryDocs[b][qb * 3 + 2] == 1;
+        return one && kr[0] >= least && kr[1] < most ? Kind.FULL : Kind.PARTIAL;
     }
 
     /**
@@ -121,17 +177,26 @@ final class TilePlan {
         return keysAscend[kb];
     }
 
-    /** The first column of key block {@code kb} that local query {@code i} may see by position (keys ascending). */
-    int allowedFrom(int i, int kb) {
+    /**
+     * The first column of key block {@code kb} that local query {@code i} of sequence {@code b} may see by position
+     * and document (keys ascending).
+     */
+    int allowedFrom(int b, int i, int kb) {
         long w = mask.window();
         long least = w > 0 ? (long) qPos[i] - w + 1 : Long.MIN_VALUE;
+        if (docs != null) {
+            least = Math.max(least, docs.start(b, qPos[i]));
+        }
         return firstAtLeast(kb, least);
     }
 
-    /** One past the last column of key block {@code kb} that local query {@code i} may see by position. */
-    int allowedTo(int i, int kb) {
+    /** One past the last column of key block {@code kb} that local query {@code i} of sequence {@code b} may see. */
+    int allowedTo(int b, int i, int kb) {
         long w = mask.window();
         long most = mask.isCausal() ? qPos[i] : w > 0 ? (long) qPos[i] + w - 1 : Long.MAX_VALUE;
+        if (docs != null) {
+            most = Math.min(most, docs.end(b, qPos[i]) - 1L);
+        }
         return most == Long.MAX_VALUE ? keyCols(kb) : firstAtLeast(kb, most + 1);
     }
 
@@ -160,8 +225,8 @@ final class TilePlan {
             return;
         }
         for (int r = 0; r < rows; r++) {
-            int from = Math.min(cols, Math.max(0, allowedFrom(q0 + r, kb) - c0));
-            int to = Math.min(cols, Math.max(from, allowedTo(q0 + r, kb) - c0));
+            int from = Math.min(cols, Math.max(0, allowedFrom(b, q0 + r, kb) - c0));
+            int to = Math.min(cols, Math.max(from, allowedTo(b, q0 + r, kb) - c0));
             out.hide(r, 0, from);
             out.hide(r, to, cols);
         }

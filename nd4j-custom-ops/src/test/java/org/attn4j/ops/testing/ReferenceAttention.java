@@ -1,5 +1,6 @@
 package org.attn4j.ops.testing;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionMask;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -11,7 +12,8 @@ import org.nd4j.linalg.factory.Nd4j;
  *
  * <p>Shapes: q {@code [B, H, Nq, D]}, k and v {@code [B, Hkv, Nk, D]} with {@code H} a multiple of {@code Hkv} (query
  * head {@code h} reads K/V head {@code h / (H / Hkv)}); any data type, read as float64. The mask's rules (causal,
- * sliding window, key padding {@code [B, Nk]}, all by the global positions the mask gives) are written out again
+ * sliding window, key padding {@code [B, Nk]}, documents: equal ids, neither negative, all by the global positions
+ * the mask gives) are written out again
  * here, independently of {@link AttentionMask#allows}. A query that sees no key has output 0 and LSE {@code -inf}.
  *
  * <pre>
@@ -51,6 +53,7 @@ public final class ReferenceAttention {
         int[] qp = mask.queryPositions() != null ? mask.queryPositions() : iota(n);
         int[] kp = mask.keyPositions() != null ? mask.keyPositions() : iota(nk);
         INDArray pad = mask.keyPadding();
+        Documents docs = mask.documents();
         o = new double[bs][h][n][d];
         lse = new double[bs][h][n];
         dq = new double[bs][h][n][d];
@@ -63,7 +66,8 @@ public final class ReferenceAttention {
                     double[] s = new double[nk];
                     for (int j = 0; j < nk; j++) {
                         boolean ok = visible(mask.isCausal(), mask.window(), qp[i], kp[j])
-                                && (pad == null || pad.getDouble(b, j) != 0);
+                                && (pad == null || pad.getDouble(b, j) != 0)
+                                && (docs == null || docs.id(b, qp[i]) >= 0 && docs.id(b, qp[i]) == docs.id(b, kp[j]));
                         s[j] = ok ? scale * dot(q[b][hh][i], k[b][hk][j]) : Double.NEGATIVE_INFINITY;
                     }
                     double[] p = new double[nk];
