@@ -1,8 +1,11 @@
 package org.attn4j.ops.linear;
 
+import java.util.Arrays;
+
 import org.attn4j.ops.Flat;
 import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
+import org.attn4j.ops.Views;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -34,6 +37,11 @@ final class ChunkKernel {
         ChunkTables tab = plan.tables(h, c);
         long kOff = plan.kOffset(b, h / s.group(), t);
         long qOff = plan.qOffset(b, h, t);
+        if (plan.padding(b, t)) {
+            zero(out, qOff, c, d);
+            zero(states, plan.stateOffset(b, h, t), d, d);
+            return;
+        }
         INDArray a = buffer(0, c, c);
         Gemm.mul(q, qOff, false, k, kOff, true, a, 0, c, c, d, 1.0, 0.0);
         Flat.of(a).multiply(tab.mask, c * c);
@@ -53,6 +61,9 @@ final class ChunkKernel {
 
     /** Forward phase 3, chunk t of (b, h): {@code O_t += Lambda Q_t S_(t-1)} (algorithm 2 line 14). */
     void forwardInter(INDArray q, INDArray out, INDArray states, int b, int h, int t) {
+        if (plan.fresh(b, t)) {
+            return;                                     // the state entering it is zero
+        }
         int c = plan.length(t);
         int d = s.headDim();
         long qOff = plan.qOffset(b, h, t);
@@ -71,6 +82,16 @@ final class ChunkKernel {
         int c = plan.length(t);
         int d = s.headDim();
         long kOff = plan.kOffset(b, hk, t);
+        if (plan.padding(b, t)) {
+            zero(dk, kOff, c, d);
+            zero(dv, kOff, c, d);
+            for (int g = 0; g < s.group(); g++) {
+                int h = hk * s.group() + g;
+                zero(dq, plan.qOffset(b, h, t), c, d);
+                zero(dStates, plan.stateOffset(b, h, t), d, d);
+            }
+            return;
+        }
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             ChunkTables tab = plan.tables(h, c);
@@ -110,6 +131,9 @@ final class ChunkKernel {
     /** Backward phase 3, chunk t of (b, hk): dK and dV's inter parts from the leaving-state gradients. */
     void backwardInter(INDArray k, INDArray v, INDArray states, INDArray dStates, INDArray dk, INDArray dv, int b,
                        int hk, int t) {
+        if (plan.padding(b, t)) {
+            return;                                     // its keys add nothing to any state
+        }
         int c = plan.length(t);
         int d = s.headDim();
         long kOff = plan.kOffset(b, hk, t);
@@ -150,10 +174,14 @@ final class ChunkKernel {
             int t = backward ? plan.chunks - 1 - step : step;
             double w = plan.tables(h, plan.length(t)).whole;
             long base = plan.stateOffset(b, h, t);
+            boolean fresh = plan.fresh(b, t);
+            if (fresh && !backward) {
+                Arrays.fill(run, 0.0);                  // a document starts here: no state enters it
+            }
             for (int i = 0; i < d2; i++) {
                 double own = st.get(base + i);
                 st.set(base + i, run[i]);
-                run[i] = run[i] * w + own;
+                run[i] = fresh && backward ? 0.0 : run[i] * w + own;
             }
         }
         Flat l = Flat.of(last);
@@ -194,6 +222,10 @@ final class ChunkKernel {
         INDArray kh = buffer(6, c, s.headDim());
         Gemm.mul(k, kOff, false, dStates, at, false, kh, 0, c, s.headDim(), s.headDim(), 1.0, 0.0);
         return tab.wholeSlope * partC + Flat.of(kh).weightedRowDots(Flat.of(v), kOff, tab.outSlope, c, s.headDim());
+    }
+
+    private static void zero(INDArray a, long offset, int rows, int cols) {
+        Views.matrix(a, offset, rows, cols).assign(0);
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

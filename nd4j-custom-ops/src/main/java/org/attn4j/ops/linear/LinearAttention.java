@@ -2,6 +2,7 @@ package org.attn4j.ops.linear;
 
 import java.util.Arrays;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.Views;
 import org.attn4j.ops.WorkerPool;
 import org.attn4j.ops.flash.AttentionMask;
@@ -38,6 +39,11 @@ import org.nd4j.linalg.factory.Nd4j;
  *
  * <p>For a learned decay, {@link #withDecayGradient()} also returns {@code dL/dlambda} per query head,
  * {@code sum_s <dL/dkv_s, kv_(s-1)>} (see {@code ChunkKernel}).
+ *
+ * <p>Packed sequences ({@link Documents}): the state starts afresh at every document (the decayed sum never
+ * crosses one), padding gives zero output and gradients and adds nothing to the state. Chunks are then also cut
+ * at every document boundary, so a chunk lies in one document; the incoming state {@code kvIn} joins the first
+ * position only when it continues the document of the position before the call.
  *
  * <p>Layout {@code [B, H, N, D]}; k and v may have fewer heads (GQA: query head h reads kv head
  * {@code h / (H / Hkv)}); states are per query head, {@code [B, H, D, D]}. FLOAT or DOUBLE.
@@ -102,7 +108,35 @@ public final class LinearAttention {
      */
     public LinearAttentionOutput forward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
                                          INDArray kvIn) {
+        return forward(q, k, v, decay, causal, kvIn, null, 0);
+    }
+
+    /**
+     * Output and final state of a packed sequence: {@link #forward(INDArray, INDArray, INDArray, Decay, boolean,
+     * INDArray)} within each document.
+     *
+     * @param documents ids {@code [B, N]} of this call's positions, or null for one document
+     */
+    public LinearAttentionOutput forward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                         INDArray kvIn, Documents documents) {
+        if (documents != null && q != null && q.rank() == 4) {
+            documents.requireSize(OP, q.size(0), q.size(2));
+        }
+        return forward(q, k, v, decay, causal, kvIn, documents, 0);
+    }
+
+    /**
+     * Output and final state of positions {@code first .. first + N - 1} of a packed sequence (a segment, or a
+     * worker's shard): the documents are by global position, and {@code kvIn} is the state after position
+     * {@code first - 1}.
+     *
+     * @param documents ids {@code [B, >= first + N]} by global position, or null for one document
+     * @param first     the global position of this call's first position
+     */
+    public LinearAttentionOutput forward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                         INDArray kvIn, Documents documents, int first) {
         AttentionShapes s = validate(q, k, v, decay, causal);
+        checkDocuments(s, documents, first);
         checkState(s, "kvIn", kvIn);
         INDArray qc = Views.plain(q);
         INDArray kc = Views.plain(k);
@@ -113,10 +147,10 @@ public final class LinearAttention {
         INDArray out = Nd4j.createUninitialized(s.dataType(), q.shape());
         INDArray kvOut = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.headDim(), s.headDim());
         if (!causal) {
-            NonCausal.forward(s, qc, kc, vc, kin, out, kvOut);
-            return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(null, 0));
+            NonCausal.forward(s, qc, kc, vc, kin, out, kvOut, documents, first);
+            return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(null, 0, null));
         }
-        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk, documents, first);
         INDArray states = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
@@ -130,7 +164,7 @@ public final class LinearAttention {
         WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
                 (kern, i) -> kern.forwardInter(qc, out, states, i / perHead / s.heads(), i / perHead % s.heads(),
                         i % perHead));
-        return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk));
+        return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(states, plan.chunk, plan.starts()));
     }
 
     /**
@@ -145,7 +179,32 @@ public final class LinearAttention {
     public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
                                              INDArray kvIn, INDArray dOut, INDArray dKvOut,
                                              LinearAttentionCache cache) {
+        return backward(q, k, v, decay, causal, kvIn, dOut, dKvOut, cache, null, 0);
+    }
+
+    /**
+     * Gradients of a packed sequence, given the documents of the forward call.
+     *
+     * @param documents ids {@code [B, N]} of this call's positions, or null for one document
+     */
+    public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                             INDArray kvIn, INDArray dOut, INDArray dKvOut,
+                                             LinearAttentionCache cache, Documents documents) {
+        if (documents != null && q != null && q.rank() == 4) {
+            documents.requireSize(OP, q.size(0), q.size(2));
+        }
+        return backward(q, k, v, decay, causal, kvIn, dOut, dKvOut, cache, documents, 0);
+    }
+
+    /**
+     * Gradients of positions {@code first .. first + N - 1} of a packed sequence, given the forward call's
+     * documents and first position.
+     */
+    public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Decay decay, boolean causal,
+                                             INDArray kvIn, INDArray dOut, INDArray dKvOut,
+                                             LinearAttentionCache cache, Documents documents, int first) {
         AttentionShapes s = validate(q, k, v, decay, causal);
+        checkDocuments(s, documents, first);
         checkState(s, "kvIn", kvIn);
         checkState(s, "dKvOut", dKvOut);
         s.requireShape(OP, "dO", dOut, q.shape());
@@ -160,13 +219,13 @@ public final class LinearAttention {
         INDArray dKvIn = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.headDim(), s.headDim());
         if (!causal) {
             INDArray kin = kvIn == null ? null : Views.plain(kvIn);
-            NonCausal.backward(s, qc, kc, vc, kin, doc, dkout, dq, dk, dv, dKvIn);
+            NonCausal.backward(s, qc, kc, vc, kin, doc, dkout, dq, dk, dv, dKvIn, documents, first);
             // No decay in the non-causal form: its gradient is zero.
             INDArray dDecay = decayGradient ? Nd4j.zeros(s.dataType(), s.heads()) : null;
             return new LinearAttentionGradients(dq, dk, dv, dKvIn, dDecay);
         }
-        ChunkPlan plan = new ChunkPlan(s, decay, chunk);
-        INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn);
+        ChunkPlan plan = new ChunkPlan(s, decay, chunk, documents, first);
+        INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn, documents, first);
         INDArray dStates = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
@@ -195,9 +254,11 @@ public final class LinearAttention {
     }
 
     private INDArray cachedStates(AttentionShapes s, ChunkPlan plan, LinearAttentionCache cache, INDArray q,
-                                  INDArray k, INDArray v, Decay decay, INDArray kvIn) {
+                                  INDArray k, INDArray v, Decay decay, INDArray kvIn, Documents documents,
+                                  int first) {
         if (cache == null) {
-            return DEFAULTS.withChunkOf(plan.chunk, threads).forward(q, k, v, decay, true, kvIn).cache().states;
+            return DEFAULTS.withChunkOf(plan.chunk, threads).forward(q, k, v, decay, true, kvIn, documents, first)
+                    .cache().states;
         }
         if (cache.released()) {
             throw new IllegalArgumentException(OP + ": the cache was released; pass null to rebuild the states, "
@@ -205,7 +266,7 @@ public final class LinearAttention {
         }
         long[] expected = {s.batch(), s.heads(), plan.chunks, s.headDim(), s.headDim()};
         if (cache.states == null || cache.chunk != plan.chunk
-                || !Arrays.equals(cache.states.shape(), expected)) {
+                || !Arrays.equals(cache.states.shape(), expected) || !plan.sameChunks(cache.starts)) {
             throw new IllegalArgumentException(OP + ": the cache does not belong to this call: expected states "
                     + Arrays.toString(expected) + " with chunk " + plan.chunk + ", got "
                     + (cache.states == null ? "a non-causal cache" : Arrays.toString(cache.states.shape())
@@ -242,6 +303,17 @@ public final class LinearAttention {
                     + "non-causal form O = Q (K^T V) has no order to decay along (use lambda = 1)");
         }
         return s;
+    }
+
+    private static void checkDocuments(AttentionShapes s, Documents documents, int first) {
+        if (documents == null) {
+            return;
+        }
+        if (first < 0 || documents.batch() != s.batch() || (long) first + s.queries() > documents.length()) {
+            throw new IllegalArgumentException(OP + ": document ids must cover " + s.batch() + " sequences and "
+                    + "positions " + first + ".." + ((long) first + s.queries() - 1) + " of this call, got ["
+                    + documents.batch() + ", " + documents.length() + "]");
+        }
     }
 
     private static void checkState(AttentionShapes s, String name, INDArray state) {

@@ -11,11 +11,14 @@ public final class LinearAttentionCache {
 
     final INDArray states;
     final int chunk;
+    /** Where each chunk starts (chunks are also cut at document boundaries), plus the end. */
+    final int[] starts;
     private volatile boolean released;
 
-    LinearAttentionCache(INDArray states, int chunk) {
+    LinearAttentionCache(INDArray states, int chunk, int[] starts) {
         this.states = states;
         this.chunk = chunk;
+        this.starts = starts;
     }
 
     /**

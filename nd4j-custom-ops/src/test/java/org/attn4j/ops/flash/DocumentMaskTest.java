@@ -5,9 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.Random;
-
 import org.attn4j.ops.Documents;
+import org.attn4j.ops.testing.RandomDocuments;
 import org.junit.jupiter.api.Test;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -16,26 +15,9 @@ import org.nd4j.linalg.factory.Nd4j;
 /** Packed sequences in the flash op: attention only within each document, padding seeing and seen by nothing. */
 class DocumentMaskTest {
 
-    /** Random documents of 1..maxLength positions with runs of padding between some of them, per sequence. */
-    static Documents randomDocuments(long seed, int batch, int n, int maxLength) {
-        Random r = new Random(seed);
-        int[][] ids = new int[batch][n];
-        for (int b = 0; b < batch; b++) {
-            int at = 0;
-            int id = 0;
-            while (at < n) {
-                int len = Math.min(n - at, 1 + r.nextInt(maxLength));
-                int value = r.nextInt(5) == 0 ? -1 : id++;
-                java.util.Arrays.fill(ids[b], at, at + len, value);
-                at += len;
-            }
-        }
-        return Documents.of(ids);
-    }
-
     @Test
     void matchesTheReferenceWithDocumentsAndPaddingInEveryTilePath() {
-        Documents docs = randomDocuments(7, 2, 600, 150);
+        Documents docs = RandomDocuments.of(7, 2, 600, 150);
         AttentionMask[] masks = {
             AttentionMask.builder().documents(docs).build(),
             AttentionMask.builder().causal(true).documents(docs).build(),
@@ -61,7 +43,7 @@ class DocumentMaskTest {
     void shardedPositionsLookUpTheirIdsByGlobalPosition() {
         // A zigzag shard's queries against a striped set of keys: ids are read at the global positions given.
         int n = 400;
-        Documents docs = randomDocuments(11, 2, n, 90);
+        Documents docs = RandomDocuments.of(11, 2, n, 90);
         int[] qPos = new int[100];
         for (int i = 0; i < 50; i++) {
             qPos[i] = 50 + i;

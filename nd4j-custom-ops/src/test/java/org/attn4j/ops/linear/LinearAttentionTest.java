@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.stream.Stream;
 
+import org.attn4j.ops.Documents;
+import org.attn4j.ops.testing.RandomDocuments;
 import org.attn4j.ops.testing.ReferenceLinearAttention;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -166,6 +168,81 @@ class LinearAttentionTest {
         out.cache().release();
         assertMessage(() -> op.backward(q, k, k, Decay.none(), true, null, q, null, out.cache()),
                 "the cache was released");
+    }
+
+    @Test
+    void documentsRestartTheStateAndPaddingAddsNothing() {
+        // Random documents and padding, chunks of several sizes (cut again at every boundary of either sequence).
+        Documents docs = RandomDocuments.of(3, 2, 203, 60);
+        for (int chunk : new int[] {1, 16, 64, 256}) {
+            LinearAttention op = LinearAttention.withChunk(chunk, 2);
+            checkDocuments(21, DataType.DOUBLE, docs, Decay.perHead(0.9, 0.99, 1.0, 0.7), true, op, 1e-12);
+            checkDocuments(22, DataType.FLOAT, docs, Decay.perHead(0.9, 0.99, 1.0, 0.7), true, op, 1e-5);
+        }
+        checkDocuments(23, DataType.DOUBLE, docs, Decay.none(), false, LinearAttention.defaults(), 1e-12);
+    }
+
+    @Test
+    void aSegmentOfAPackedSequenceContinuesItsDocumentFromTheIncomingState() {
+        int n = 203;
+        Documents docs = RandomDocuments.of(5, 2, n, 70);
+        Decay decay = Decay.perHead(0.9, 0.99);
+        INDArray q = randn(1, DataType.DOUBLE, 2, 2, n, 8);
+        INDArray k = randn(2, DataType.DOUBLE, 2, 1, n, 8);
+        INDArray v = randn(3, DataType.DOUBLE, 2, 1, n, 8);
+        INDArray g = randn(4, DataType.DOUBLE, 2, 2, n, 8);
+        LinearAttention op = LinearAttention.withChunk(32, 2);
+        for (int cut : new int[] {37, 90, 150}) {
+            LinearAttentionOutput whole = op.forward(q, k, v, decay, true, null, docs);
+            LinearAttentionGradients wholeGrad = op.backward(q, k, v, decay, true, null, g, null, whole.cache(), docs);
+            LinearAttentionOutput first = op.forward(part(q, 0, cut), part(k, 0, cut), part(v, 0, cut), decay, true,
+                    null, docs, 0);
+            LinearAttentionOutput second = op.forward(part(q, cut, n), part(k, cut, n), part(v, cut, n), decay, true,
+                    first.kvOut(), docs, cut);
+            LinearAttentionGradients secondGrad = op.backward(part(q, cut, n), part(k, cut, n), part(v, cut, n), decay,
+                    true, first.kvOut(), part(g, cut, n), null, second.cache(), docs, cut);
+            LinearAttentionGradients firstGrad = op.backward(part(q, 0, cut), part(k, 0, cut), part(v, 0, cut), decay,
+                    true, null, part(g, 0, cut), secondGrad.dKvIn(), first.cache(), docs, 0);
+            String ctx = "cut " + cut;
+            assertClose("O", Nd4j.concat(2, first.output(), second.output()), whole.output(), 1e-12, ctx);
+            assertClose("kvOut", second.kvOut(), whole.kvOut(), 1e-12, ctx);
+            assertClose("dQ", Nd4j.concat(2, firstGrad.dq(), secondGrad.dq()), wholeGrad.dq(), 1e-12, ctx);
+            assertClose("dK", Nd4j.concat(2, firstGrad.dk(), secondGrad.dk()), wholeGrad.dk(), 1e-12, ctx);
+            assertClose("dV", Nd4j.concat(2, firstGrad.dv(), secondGrad.dv()), wholeGrad.dv(), 1e-12, ctx);
+        }
+    }
+
+    @Test
+    void documentsOfTheWrongSizeAreRefused() {
+        INDArray q = randn(1, DataType.DOUBLE, 2, 1, 16, 8);
+        assertMessage(() -> LinearAttention.defaults().forward(q, q, q, Decay.of(0.9), true, null,
+                Documents.packed(2, 15, 15)), "document ids must have shape [2, 16] (batch, global positions), got [2, 15]");
+        assertMessage(() -> LinearAttention.defaults().forward(q, q, q, Decay.of(0.9), true, null,
+                Documents.packed(2, 20, 20), 8), "document ids must cover 2 sequences and positions 8..23 of this "
+                + "call, got [2, 20]");
+    }
+
+    private static void checkDocuments(long seed, DataType type, Documents docs, Decay decay, boolean causal,
+                                       LinearAttention op, double tol) {
+        int b = docs.batch();
+        int n = docs.length();
+        int d = 8;
+        INDArray q = randn(seed, type, b, 4, n, d);
+        INDArray k = randn(seed + 1, type, b, 2, n, d);
+        INDArray v = randn(seed + 2, type, b, 2, n, d);
+        INDArray g = randn(seed + 3, type, b, 4, n, d);
+        INDArray kvIn = randn(seed + 4, type, b, 4, d, d);
+        INDArray dKvOut = randn(seed + 5, type, b, 4, d, d);
+        ReferenceLinearAttention ref = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, decay, causal, docs, 0);
+        LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn, docs);
+        LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache(), docs);
+        String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op;
+        assertClose("O", out.output(), ref.output(), tol, ctx);
+        assertClose("kvOut", out.kvOut(), ref.kvOut(), tol, ctx);
+        assertClose("dQ", grad.dq(), ref.dq(), tol, ctx);
+        assertClose("dK", grad.dk(), ref.dk(), tol, ctx);
+        assertClose("dV", grad.dv(), ref.dv(), tol, ctx);
+        assertClose("dKvIn", grad.dKvIn(), ref.dKvIn(), tol, ctx);
     }
 
     private static void assertMessage(Runnable call, String expected) {

@@ -1,5 +1,6 @@
 package org.attn4j.ops.testing;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.linear.Decay;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -12,6 +13,11 @@ import org.nd4j.linalg.factory.Nd4j;
  * causal:      kv_s = lambda_h kv_(s-1) + k_s v_s^T  (kv_(-1) = kvIn)      o_s = q_s^T kv_s
  * non-causal:  kv   = kvIn + sum_s k_s v_s^T                               o_s = q_s^T kv
  * </pre>
+ * With documents (ids by global position; the call holds positions {@code first ...}): causal, the step's decay
+ * is multiplied by 1 if position s continues the document of position s - 1 (the same id, not negative; for
+ * s = 0 the position before the call, and always 1 when the call starts the sequence), else by 0, and a padded
+ * position adds nothing and outputs 0; non-causal, each document sums its own keys, {@code kvIn} joins the first
+ * one when it continues, {@code kvOut} is the last one's (0 when the call ends in padding).
  *
  * <p>Shapes: q {@code [B, H, N, D]}, k and v {@code [B, Hkv, N, D]} with {@code H} a multiple of {@code Hkv}, the
  * state {@code [B, H, D, D]}; any data type, read as float64. Backward, when {@code dOut} is given, returns dQ, dK,
@@ -42,6 +48,12 @@ public final class ReferenceLinearAttention {
      */
     public ReferenceLinearAttention(INDArray qa, INDArray ka, INDArray va, INDArray dOut, INDArray kvInA,
                                     INDArray dKvOutA, Decay decay, boolean causal) {
+        this(qa, ka, va, dOut, kvInA, dKvOutA, decay, causal, null, 0);
+    }
+
+    /** As above, for positions {@code first ...} of packed sequences with these documents (null = none). */
+    public ReferenceLinearAttention(INDArray qa, INDArray ka, INDArray va, INDArray dOut, INDArray kvInA,
+                                    INDArray dKvOutA, Decay decay, boolean causal, Documents docs, int first) {
         double[][][][] q = ReferenceAttention.toJava(qa);
         double[][][][] k = ReferenceAttention.toJava(ka);
         double[][][][] v = ReferenceAttention.toJava(va);
@@ -61,53 +73,104 @@ public final class ReferenceLinearAttention {
         dv = new double[bs][k[0].length][n][d];
         dKvIn = new double[bs][hs][d][d];
         for (int b = 0; b < bs; b++) {
+            boolean[] real = new boolean[n];
+            boolean[] continues = new boolean[n];
+            for (int s = 0; s < n; s++) {
+                int p = first + s;
+                real[s] = docs == null || docs.id(b, p) >= 0;
+                continues[s] = docs == null || (p == 0 ? real[s]
+                        : real[s] && docs.id(b, p) == docs.id(b, p - 1));
+            }
             for (int h = 0; h < hs; h++) {
                 int hk = h / group;
-                double lambda = causal ? decay.lambda(h) : 1.0;
-                double[][][] states = new double[n][][];
-                double[][] kv = copy(kvIn[b][h]);
-                if (!causal) {
-                    for (int s = 0; s < n; s++) {
-                        addOuter(kv, k[b][hk][s], v[b][hk][s]);
-                    }
-                }
-                for (int s = 0; s < n; s++) {
-                    if (causal) {
-                        scale(kv, lambda);
-                        addOuter(kv, k[b][hk][s], v[b][hk][s]);
-                    }
-                    states[s] = copy(kv);
-                    o[b][h][s] = vecMat(q[b][h][s], kv);
-                }
-                kvOut[b][h] = copy(kv);
-                if (g == null) {
-                    continue;
-                }
-                double[][] hGrad = copy(dKvOut[b][h]);
-                double[][] total = new double[d][d];
-                for (int s = n - 1; s >= 0; s--) {
-                    double[][] gs = causal ? copy(hGrad) : total;
-                    addOuter(gs, q[b][h][s], g[b][h][s]);
-                    dq[b][h][s] = matVec(states[s], g[b][h][s]);
-                    if (causal) {
-                        accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
-                        accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
-                        hGrad = gs;
-                        scale(hGrad, lambda);
-                    }
-                }
                 if (causal) {
-                    dKvIn[b][h] = hGrad;
+                    causal(b, h, hk, q, k, v, g, kvIn, dKvOut, decay.lambda(h), real, continues);
                 } else {
-                    double[][] gs = total;
-                    add(gs, dKvOut[b][h]);
-                    for (int s = 0; s < n; s++) {
-                        accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
-                        accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
-                    }
+                    nonCausal(b, h, hk, q, k, v, g, kvIn, dKvOut, real, continues);
+                }
+            }
+        }
+    }
+
+    private void causal(int b, int h, int hk, double[][][][] q, double[][][][] k, double[][][][] v,
+                        double[][][][] g, double[][][][] kvIn, double[][][][] dKvOut, double lambda,
+                        boolean[] real, boolean[] continues) {
+        int n = q[0][0].length;
+        int d = q[0][0][0].length;
+        double[][][] states = new double[n][][];
+        double[][] kv = copy(kvIn[b][h]);
+        for (int s = 0; s < n; s++) {
+            scale(kv, continues[s] ? lambda : 0.0);
+            if (real[s]) {
+                addOuter(kv, k[b][hk][s], v[b][hk][s]);
+                o[b][h][s] = vecMat(q[b][h][s], kv);
+            }
+            states[s] = copy(kv);
+        }
+        kvOut[b][h] = copy(kv);
+        if (g == null) {
+            return;
+        }
+        double[][] hGrad = copy(dKvOut[b][h]);
+        for (int s = n - 1; s >= 0; s--) {
+            double[][] gs = copy(hGrad);
+            if (real[s]) {
+                addOuter(gs, q[b][h][s], g[b][h][s]);
+                dq[b][h][s] = matVec(states[s], g[b][h][s]);
+                accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
+                accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
+            }
+            hGrad = gs;
+            scale(hGrad, continues[s] ? lambda : 0.0);
+        }
+        dKvIn[b][h] = hGrad;
+    }
+
+    private void nonCausal(int b, int h, int hk, double[][][][] q, double[][][][] k, double[][][][] v,
+                           double[][][][] g, double[][][][] kvIn, double[][][][] dKvOut, boolean[] real,
+                           boolean[] continues) {
+        int n = q[0][0].length;
+        int d = q[0][0][0].length;
+        int from = 0;
+        while (from < n) {
+            int to = from + 1;
+            while (to < n && continues[to]) {
+                to++;
+            }
+            boolean first = from == 0;
+            boolean last = to == n;
+            if (!real[from]) {                       // padding: a run of its own, nothing in or out
+                if (last) {
+                    kvOut[b][h] = new double[d][d];
+                }
+                from = to;
+                continue;
+            }
+            double[][] kv = first && continues[0] ? copy(kvIn[b][h]) : new double[d][d];
+            for (int s = from; s < to; s++) {
+                addOuter(kv, k[b][hk][s], v[b][hk][s]);
+            }
+            for (int s = from; s < to; s++) {
+                o[b][h][s] = vecMat(q[b][h][s], kv);
+            }
+            if (last) {
+                kvOut[b][h] = copy(kv);
+            }
+            if (g != null) {
+                double[][] gs = last ? copy(dKvOut[b][h]) : new double[d][d];
+                for (int s = from; s < to; s++) {
+                    addOuter(gs, q[b][h][s], g[b][h][s]);
+                    dq[b][h][s] = matVec(kv, g[b][h][s]);
+                }
+                for (int s = from; s < to; s++) {
+                    accumulate(dk[b][hk][s], matVec(gs, v[b][hk][s]));
+                    accumulate(dv[b][hk][s], vecMat(k[b][hk][s], gs));
+                }
+                if (first && continues[0]) {
                     dKvIn[b][h] = gs;
                 }
             }
+            from = to;
         }
     }
 
