@@ -73,6 +73,16 @@ public interface SequenceParallelAttention<F extends SequenceParallelAttention.P
     AttentionGradients backward(INDArray q, INDArray k, INDArray v, F forward, INDArray dO, double scale);
 
     /**
+     * This algorithm for a batch of packed sequences: attention stays within each document
+     * ({@link Documents}, ids by global position; every member of the group passes the same table). The returned
+     * instance serves the forward and backward passes of that batch; this one is unchanged.
+     *
+     * @param documents the batch's document ids {@code [B, N]} by global position, or null for one document each
+     * @throws IllegalArgumentException if the table does not cover the algorithm's sequence length
+     */
+    SequenceParallelAttention<F> withDocuments(Documents documents);
+
+    /**
      * The scale for a caller that set none ({@code scale} in {@link #forward}): {@code 1/sqrt(D)} for softmax
      * attention ({@link FlashAttention#defaultScale}).
      *

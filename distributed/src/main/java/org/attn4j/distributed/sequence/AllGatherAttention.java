@@ -5,6 +5,7 @@ import java.util.List;
 
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Reduction;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -69,12 +70,25 @@ public final class AllGatherAttention implements SequenceParallelAttention<AllGa
                 .keyPositions(layout.gathered(p, length)).build();
     }
 
+    private AllGatherAttention(AllGatherAttention base, Documents documents) {
+        this.comm = base.comm;
+        this.layout = base.layout;
+        this.length = base.length;
+        this.mask = base.mask.withDocuments(BlockMasks.checkDocuments("AllGatherAttention", documents, length));
+    }
+
+    /** Attention within each document of the gathered keys. */
+    @Override
+    public AllGatherAttention withDocuments(Documents documents) {
+        return new AllGatherAttention(this, documents);
+    }
+
     @Override
     public Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int[] mine = layout.positions(comm.group().index(), comm.group().size(), length);
         // Shapes first: a bad shard is refused here, before anything is sent.
         AttentionShapes.of("AllGatherAttention", q, k, v, AttentionMask.builder().queryPositions(mine)
-                .keyPositions(mine).build());
+                .keyPositions(mine).documents(mask.documents()).build());
         INDArray keys = gather(k);
         INDArray values = gather(v);
         return new Forward(flash.forward(q, keys, values, mask, scale), keys, values);

@@ -7,6 +7,7 @@ import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -97,7 +98,18 @@ public final class Attention2D implements SequenceParallelAttention<Attention2D.
         this.mask = ctx.positions(ctx.rowQueries(), ctx.columnKeys());
     }
 
-    /** The grid this worker belongs to. */
+    private Attention2D(Attention2DContext ctx) {
+        this.ctx = ctx;
+        this.mask = ctx.positions(ctx.rowQueries(), ctx.columnKeys());
+    }
+
+    /** Attention within each document of the batch. */
+    @Override
+    public Attention2D withDocuments(Documents documents) {
+        return new Attention2D(ctx.withDocuments(documents));
+    }
+
+    /** The grid this worker belongs to.
     public ProcessorGrid grid() {
         return ctx.grid;
     }

@@ -6,6 +6,7 @@ import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -79,13 +80,34 @@ final class Attention2DContext {
         this.columnComm = Communicator.of(transport, Group.of(transport, columnRanks), channels.get(2));
     }
 
+    private Attention2DContext(Attention2DContext base, AttentionMask mask) {
+        this.op = base.op;
+        this.grid = base.grid;
+        this.length = base.length;
+        this.worker = base.worker;
+        this.row = base.row;
+        this.column = base.column;
+        this.mask = mask;
+        this.queryBlocks = base.queryBlocks;
+        this.keyBlocks = base.keyBlocks;
+        this.local = base.local;
+        this.world = base.world;
+        this.rowComm = base.rowComm;
+        this.columnComm = base.columnComm;
+    }
+
+    /** This context for a batch of packed sequences ({@code null}: one document each). */
+    Attention2DContext withDocuments(Documents documents) {
+        return new Attention2DContext(this, mask.withDocuments(BlockMasks.checkDocuments(op, documents, length)));
+    }
+
     /**
      * Checks this worker's shards before anything is sent: shapes, types, heads and the shard length N/P.
      *
      * @throws IllegalArgumentException naming the op and the offending value
      */
     void check(INDArray q, INDArray k, INDArray v) {
-        AttentionShapes.of(op, q, k, v, positions(local, local));
+        AttentionShapes.of(op, q, k, v, positions(local, local));       // documents' batch size included
     }
 
     /**

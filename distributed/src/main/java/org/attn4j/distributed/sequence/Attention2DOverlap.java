@@ -4,6 +4,7 @@ import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMerge;
@@ -95,6 +96,17 @@ public final class Attention2DOverlap implements SequenceParallelAttention<Atten
                   int window) {
         this.ctx = new Attention2DContext("Attention2DOverlap", transport, channels, grid, length, causal, window);
         this.columnKeys = ctx.columnKeys();
+    }
+
+    private Attention2DOverlap(Attention2DContext ctx, int[] columnKeys) {
+        this.ctx = ctx;
+        this.columnKeys = columnKeys;
+    }
+
+    /** Attention within each document of the batch. */
+    @Override
+    public Attention2DOverlap withDocuments(Documents documents) {
+        return new Attention2DOverlap(ctx.withDocuments(documents), columnKeys);
     }
 
     /** The grid this worker belongs to. */

@@ -4,6 +4,7 @@ import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
@@ -33,6 +34,7 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
     private final Decay decay;
     private final boolean causal;
     private final LinearAttention op;
+    private final Documents documents;
 
     /**
      * @param comm   the sequence-parallel group, in sequence order
@@ -50,10 +52,31 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
      * @param op     the local op (its chunk size; {@link LinearAttention#withDecayGradient()} for a learned decay)
      */
     public LaspAttention(Communicator comm, Decay decay, boolean causal, LinearAttention op) {
+        this(comm, decay, causal, op, null);
+    }
+
+    private LaspAttention(Communicator comm, Decay decay, boolean causal, LinearAttention op, Documents documents) {
         this.comm = comm;
         this.decay = decay;
         this.causal = causal;
         this.op = op;
+        this.documents = documents;
+    }
+
+    /**
+     * The state restarts at every document: each member runs its shard as positions {@code i N/P ...} of the
+     * packed sequences, so the state handed on along the chain joins the next shard only where its first document
+     * continues. Causal only: the non-causal form would need every document's sum over the members.
+     *
+     * @throws IllegalArgumentException for documents with non-causal linear attention
+     */
+    @Override
+    public LaspAttention withDocuments(Documents documents) {
+        if (documents != null && !causal) {
+            throw new IllegalArgumentException("LaspAttention: documents need causal linear attention here; the "
+                    + "non-causal form with documents runs on one device (LocalLinearAttention)");
+        }
+        return new LaspAttention(comm, decay, causal, op, documents);
     }
 
     /**
@@ -111,6 +134,10 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
             throw new IllegalArgumentException("LaspAttention: q, k and v must hold the same " + q.size(2)
                     + " positions of this member's shard, got k " + k.size(2) + " and v " + v.size(2));
         }
+        if (documents != null && q != null && q.rank() == 4) {
+            documents.requireSize("LaspAttention", q.size(0), q.size(2) * p);
+        }
+        int first = documents == null || q == null || q.rank() != 4 ? 0 : Math.toIntExact(me * q.size(2));
         if (!causal) {
             LinearAttentionOutput local = op.forward(q, k, v, decay, false, null);
             INDArray total = p == 1 ? local.kvOut() : comm.allReduce(local.kvOut());
@@ -120,13 +147,13 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
         // The chain as P - 1 steps that every member takes part in (communicator calls match by order): at step
         // j member j hands its final state to member j + 1, which then runs its own chunk.
         INDArray kvIn = null;
-        LinearAttentionOutput local = me == 0 ? op.forward(q, k, v, decay, true, null) : null;
+        LinearAttentionOutput local = me == 0 ? op.forward(q, k, v, decay, true, null, documents, first) : null;
         for (int j = 0; j < p - 1; j++) {
             if (me == j) {
                 comm.sendRecv(comm.group().next(), local.kvOut(), Communicator.NONE);
             } else if (me == j + 1) {
                 kvIn = comm.sendRecv(Communicator.NONE, null, comm.group().previous());
-                local = op.forward(q, k, v, decay, true, kvIn);
+                local = op.forward(q, k, v, decay, true, kvIn, documents, first);
             } else {
                 comm.sendRecv(Communicator.NONE, null, Communicator.NONE);
             }
@@ -149,14 +176,15 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
             return op.backward(q, k, v, decay, false, fwd.kvIn(), dO, total.sub(local.dKvIn()), null);
         }
         // Backwards along the chain: at step j member j hands the gradient of its incoming state to member j - 1.
+        int first = documents == null ? 0 : Math.toIntExact(me * q.size(2));
         LinearAttentionGradients g = me == p - 1
-                ? op.backward(q, k, v, decay, true, fwd.kvIn(), dO, null, fwd.local().cache()) : null;
+                ? op.backward(q, k, v, decay, true, fwd.kvIn(), dO, null, fwd.local().cache(), documents, first) : null;
         for (int j = p - 1; j > 0; j--) {
             if (me == j) {
                 comm.sendRecv(comm.group().previous(), g.dKvIn(), Communicator.NONE);
             } else if (me == j - 1) {
                 INDArray dKvOut = comm.sendRecv(Communicator.NONE, null, comm.group().next());
-                g = op.backward(q, k, v, decay, true, fwd.kvIn(), dO, dKvOut, fwd.local().cache());
+                g = op.backward(q, k, v, decay, true, fwd.kvIn(), dO, dKvOut, fwd.local().cache(), documents, first);
             } else {
                 comm.sendRecv(Communicator.NONE, null, Communicator.NONE);
             }

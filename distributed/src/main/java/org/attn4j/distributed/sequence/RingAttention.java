@@ -2,6 +2,7 @@ package org.attn4j.distributed.sequence;
 
 import org.attn4j.distributed.collective.CollectiveHandle;
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -47,6 +48,15 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
     private final FlashAttention flash;
     private final int hops;
 
+    private RingAttention(RingAttention base, Documents documents) {
+        this.comm = base.comm;
+        this.layout = base.layout;
+        this.length = base.length;
+        this.mask = base.mask.withDocuments(BlockMasks.checkDocuments("RingAttention", documents, length));
+        this.flash = base.flash;
+        this.hops = base.hops;           // K/V travel as without documents; hops sharing none are not computed
+    }
+
     /**
      * @param comm   the sequence-parallel group; member {@code i} holds shard {@code i} of the layout
      * @param layout which positions each member holds
@@ -83,6 +93,12 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         return last + 1;
     }
 
+    /** Attention within each document: hops whose queries and keys share no document are not computed. */
+    @Override
+    public RingAttention withDocuments(Documents documents) {
+        return new RingAttention(this, documents);
+    }
+
     /** How many ring steps a pass takes (1 + the hops a K/V shard travels); P unless a window cuts it short. */
     public int steps() {
         return hops;
@@ -103,7 +119,7 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         int me = comm.group().index();
         int[] qPos = positions(me);
         AttentionShapes.of("RingAttention", q, k, v, AttentionMask.builder().queryPositions(qPos)
-                .keyPositions(qPos).build());
+                .keyPositions(qPos).documents(mask.documents()).build());
         INDArray kv = Nd4j.stack(0, k, v);
         AttentionOutput acc = null;
         for (int s = 0; s < hops; s++) {

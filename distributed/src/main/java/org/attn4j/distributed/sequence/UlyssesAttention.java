@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -58,6 +59,19 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
                 .build();
     }
 
+    private UlyssesAttention(UlyssesAttention base, Documents documents) {
+        this.comm = base.comm;
+        this.layout = base.layout;
+        this.length = base.length;
+        this.mask = base.mask.withDocuments(BlockMasks.checkDocuments("UlyssesAttention", documents, length));
+    }
+
+    /** Attention within each document, over the gathered sequence of each worker's heads. */
+    @Override
+    public UlyssesAttention withDocuments(Documents documents) {
+        return new UlyssesAttention(this, documents);
+    }
+
     /**
      * The forward pass on this worker's shards {@code [B, H, N/P, D]} and {@code [B, Hkv, N/P, D]}.
      *
@@ -69,7 +83,7 @@ public final class UlyssesAttention implements SequenceParallelAttention<Ulysses
         int[] mine = layout.positions(comm.group().index(), p, length);
         // Shapes first: a bad shard is refused here, before anything is sent.
         AttentionShapes.of("UlyssesAttention", q, k, v, AttentionMask.builder().queryPositions(mine)
-                .keyPositions(mine).build());
+                .keyPositions(mine).documents(mask.documents()).build());
         if (q.size(1) % p != 0 || k.size(1) % p != 0) {
             throw new IllegalArgumentException("UlyssesAttention: " + p + " workers, but q has " + q.size(1)
                     + " heads and k has " + k.size(1) + "; Ulysses gives each worker whole heads, so the number of "

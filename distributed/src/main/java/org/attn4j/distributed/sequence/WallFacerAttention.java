@@ -9,6 +9,7 @@ import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
@@ -111,13 +112,33 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         this.mask = AttentionMask.builder().causal(causal).window(window).build();
     }
 
+    private WallFacerAttention(WallFacerAttention base, Documents documents) {
+        this.c = base.c;
+        this.teams = base.teams;
+        this.ringSize = base.ringSize;
+        this.team = base.team;
+        this.local = base.local;
+        this.layout = base.layout;
+        this.length = base.length;
+        this.world = base.world;
+        this.teamComm = base.teamComm;
+        this.teamPositions = base.teamPositions;
+        this.mask = base.mask.withDocuments(BlockMasks.checkDocuments("WallFacerAttention", documents, length));
+    }
+
+    /** Attention within each document: blocks whose queries and keys share no document are not computed. */
+    @Override
+    public WallFacerAttention withDocuments(Documents documents) {
+        return new WallFacerAttention(this, documents);
+    }
+
     /** The forward pass on this worker's shards; returns its (O, LSE) and keeps nothing. */
     @Override
     public RingAttention.Forward forward(INDArray q, INDArray k, INDArray v, double scale) {
         int[] own = layout.positions(world.group().index(), world.group().size(), length);
         // Shapes first: a bad shard is refused here, before anything is sent.
         AttentionShapes.of("WallFacerAttention", q, k, v, AttentionMask.builder().queryPositions(own)
-                .keyPositions(own).build());
+                .keyPositions(own).documents(mask.documents()).build());
         INDArray qTeam = gather(q);
         INDArray kvTeam = Nd4j.stack(0, gather(k), gather(v));
         int[] source = {initialSource()};

@@ -13,6 +13,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.attn4j.distributed.testing.Ranks;
+import org.attn4j.ops.Documents;
+import org.attn4j.ops.testing.RandomDocuments;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
@@ -122,6 +124,100 @@ class SequenceAlgorithmConformanceTest {
         }
     }
 
+    static Stream<Arguments> documentCases() {
+        List<Arguments> a = new ArrayList<>();
+        for (SequenceAlgorithm algorithm : SequenceAlgorithm.all()) {
+            for (int p : new int[] {2, 3, 4}) {
+                for (boolean causal : new boolean[] {true, false}) {
+                    if ((algorithm.softmax() || causal) && accepts(algorithm, settings(algorithm, p, causal))) {
+                        a.add(Arguments.of(algorithm, p, causal));
+                    }
+                }
+            }
+        }
+        return a.stream();
+    }
+
+    /**
+     * Packed sequences: two sequences of random documents with padding between some; every algorithm equals the
+     * single-device op with the same documents to 1e-12, and sends what its formula says (documents change what
+     * is computed, not what travels).
+     */
+    @ParameterizedTest(name = "{0} P={1} causal={2}")
+    @MethodSource("documentCases")
+    void withDocumentsEqualsTheSingleDeviceOp(SequenceAlgorithm algorithm, int p, boolean causal) throws Exception {
+        int b = 2;
+        SequenceAlgorithm.Settings s = settings(algorithm, p, causal);
+        SequenceLayout layout = algorithm.layout(s);
+        long seed = 5000L * SequenceAlgorithm.all().indexOf(algorithm) + 10L * p + (causal ? 1 : 0);
+        Documents docs = RandomDocuments.of(seed, b, N, 14);
+        INDArray q = randn(seed, DataType.DOUBLE, b, H, N, D);
+        INDArray k = randn(seed + 1, DataType.DOUBLE, b, HKV, N, D);
+        INDArray v = randn(seed + 2, DataType.DOUBLE, b, HKV, N, D);
+        INDArray dO = randn(seed + 3, DataType.DOUBLE, b, H, N, D);
+
+        INDArray[][] parts = SequenceTesting.onRanks(p, t -> {
+            int r = t.rank();
+            SequenceParallelAttention<?> attention = algorithm.create(t, s).withDocuments(docs);
+            return run(attention, layout.shard(q, r, p), layout.shard(k, r, p), layout.shard(v, r, p),
+                    layout.shard(dO, r, p), algorithm.softmax() ? SCALE : 1.0, t);
+        });
+
+        INDArray[] expected = expected(algorithm, s, q, k, v, dO, docs);
+        String ctx = algorithm + " P=" + p + " causal=" + causal + " " + layout + " with documents";
+        String[] names = {"O", "LSE", "dQ", "dK", "dV"};
+        for (int i = 0; i < names.length; i++) {
+            if (expected[i] != null) {
+                assertClose(names[i], layout.unshard(parts[i]), expected[i], TOL, ctx);
+            }
+        }
+        SequenceAlgorithm.ShardBytes x = SequenceAlgorithm.ShardBytes.of(b, H, HKV, N / p, D, Double.BYTES);
+        for (int r = 0; r < p; r++) {
+            SequenceAlgorithm.Volume formula = algorithm.volume(s, x, r);
+            long[] sent = parts[5][r].toLongVector();
+            assertEquals(formula, new SequenceAlgorithm.Volume(sent[0], sent[1]), ctx + ", bytes of rank " + r);
+        }
+    }
+
+    /** Ring-style hops whose queries and keys share no document (that the causal rule lets them see) are skipped. */
+    @Test
+    void blocksSharingNoDocumentAreSkipped() {
+        int[] first = SequenceLayout.CONTIGUOUS.positions(0, 2, N);
+        int[] second = SequenceLayout.CONTIGUOUS.positions(1, 2, N);
+        AttentionMask two = AttentionMask.builder().documents(Documents.packed(1, N, N / 2, N / 2)).build();
+        AttentionMask one = AttentionMask.builder().documents(Documents.packed(1, N, N)).build();
+        assertTrue(BlockMasks.fullyMasked(two, second, first), "two documents, one per shard");
+        assertFalse(BlockMasks.fullyMasked(one, second, first), "one document over both shards");
+        AttentionMask oneCausal = one.toBuilder().causal(true).build();
+        assertTrue(BlockMasks.fullyMasked(oneCausal, first, second), "causal: later keys of the same document");
+        AttentionMask straddling = AttentionMask.builder().causal(true)
+                .documents(Documents.packed(1, N, N / 2 - 3, N / 2 + 3)).build();
+        assertFalse(BlockMasks.fullyMasked(straddling, second, first), "a document straddling the shards");
+    }
+
+    /** Documents that do not cover N are refused by every algorithm in one line naming both lengths. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("org.attn4j.distributed.sequence.SequenceTesting#algorithms")
+    void documentsOfAnotherLengthAreRefused(SequenceAlgorithm algorithm) throws Exception {
+        int p = 2;
+        SequenceAlgorithm.Settings s = settings(algorithm, p, true);
+        try (Ranks ranks = Ranks.inJvm(p, java.time.Duration.ofSeconds(10))) {
+            SequenceParallelAttention<?> a = algorithm.create(ranks.transports().get(0), s);
+            Documents shorter = Documents.packed(1, N - 2, N - 2);
+            String m = "";
+            try {
+                // The linear algorithms check the length against the shards, at the forward pass.
+                a.withDocuments(shorter).forward(randn(1, DataType.DOUBLE, B, H, N / p, D),
+                        randn(2, DataType.DOUBLE, B, HKV, N / p, D), randn(3, DataType.DOUBLE, B, HKV, N / p, D), 1.0);
+            } catch (IllegalArgumentException e) {
+                m = String.valueOf(e.getMessage());
+            }
+            assertFalse(m.contains("\n"), algorithm + ": one line, got " + m);
+            assertTrue(m.contains(Integer.toString(N)) && m.contains(Integer.toString(N - 2)),
+                    algorithm + ": names " + N + " and " + (N - 2) + ": '" + m + "'");
+        }
+    }
+
     /** O, LSE (null for linear attention), dQ, dK, dV, and the bytes sent forward and backward. */
     private static <F extends SequenceParallelAttention.Pass> INDArray[] run(SequenceParallelAttention<F> a,
                                                                              INDArray q, INDArray k, INDArray v,
@@ -137,8 +233,13 @@ class SequenceAlgorithmConformanceTest {
 
     private static INDArray[] expected(SequenceAlgorithm algorithm, SequenceAlgorithm.Settings s, INDArray q,
                                        INDArray k, INDArray v, INDArray dO) {
+        return expected(algorithm, s, q, k, v, dO, null);
+    }
+
+    private static INDArray[] expected(SequenceAlgorithm algorithm, SequenceAlgorithm.Settings s, INDArray q,
+                                       INDArray k, INDArray v, INDArray dO, Documents docs) {
         if (algorithm.softmax()) {
-            AttentionMask mask = AttentionMask.builder().causal(s.causal()).build();
+            AttentionMask mask = AttentionMask.builder().causal(s.causal()).documents(docs).build();
             FlashAttention flash = FlashAttention.defaults();
             AttentionOutput o = flash.forward(q, k, v, mask, SCALE);
             AttentionGradients g = flash.backward(q, k, v, o.output(), o.lse(), dO, mask, SCALE);
@@ -146,8 +247,8 @@ class SequenceAlgorithmConformanceTest {
         }
         Decay decay = s.causal() ? Decay.of(algorithm.option(s, "decay")) : Decay.none();
         LinearAttention linear = LinearAttention.defaults();
-        LinearAttentionOutput o = linear.forward(q, k, v, decay, s.causal(), null);
-        LinearAttentionGradients g = linear.backward(q, k, v, decay, s.causal(), null, dO, null, o.cache());
+        LinearAttentionOutput o = linear.forward(q, k, v, decay, s.causal(), null, docs);
+        LinearAttentionGradients g = linear.backward(q, k, v, decay, s.causal(), null, dO, null, o.cache(), docs);
         return new INDArray[] {o.output(), null, g.dq(), g.dk(), g.dv()};
     }
 

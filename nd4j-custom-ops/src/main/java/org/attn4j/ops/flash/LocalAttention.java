@@ -1,5 +1,6 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -28,6 +29,12 @@ public final class LocalAttention implements SequenceParallelAttention<Attention
         }
         this.op = op;
         this.mask = mask;
+    }
+
+    /** Attention within each document of the batch, on top of this mask's rules. */
+    @Override
+    public LocalAttention withDocuments(Documents documents) {
+        return new LocalAttention(op, mask.withDocuments(documents));
     }
 
     /** {@link FlashAttention#forward}: output and log-sum-exp of the whole sequence. */

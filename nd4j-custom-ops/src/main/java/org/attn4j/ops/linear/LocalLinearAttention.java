@@ -1,5 +1,6 @@
 package org.attn4j.ops.linear;
 
+import org.attn4j.ops.Documents;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -12,6 +13,7 @@ public final class LocalLinearAttention implements SequenceParallelLinearAttenti
     private final LinearAttention op;
     private final Decay decay;
     private final boolean causal;
+    private final Documents documents;
 
     /**
      * @param op     the local op (its chunk size; {@link LinearAttention#withDecayGradient()} for a learned decay)
@@ -19,6 +21,10 @@ public final class LocalLinearAttention implements SequenceParallelLinearAttenti
      * @param causal causal linear attention or the non-causal right product
      */
     public LocalLinearAttention(LinearAttention op, Decay decay, boolean causal) {
+        this(op, decay, causal, null);
+    }
+
+    private LocalLinearAttention(LinearAttention op, Decay decay, boolean causal, Documents documents) {
         if (op == null || decay == null) {
             throw new IllegalArgumentException("LocalLinearAttention: op and decay must not be null, got " + op
                     + ", " + decay);
@@ -26,19 +32,26 @@ public final class LocalLinearAttention implements SequenceParallelLinearAttenti
         this.op = op;
         this.decay = decay;
         this.causal = causal;
+        this.documents = documents;
+    }
+
+    /** The state restarts at every document of the batch; padding adds nothing. */
+    @Override
+    public LocalLinearAttention withDocuments(Documents documents) {
+        return new LocalLinearAttention(op, decay, causal, documents);
     }
 
     /** {@link LinearAttention#forward} of the whole sequence from a zero state. */
     @Override
     public LinearAttentionOutput forward(INDArray q, INDArray k, INDArray v) {
-        return op.forward(q, k, v, decay, causal, null);
+        return op.forward(q, k, v, decay, causal, null, documents);
     }
 
     /** {@link LinearAttention#backward} from the states {@code forward} cached. */
     @Override
     public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, LinearAttentionOutput forward,
                                              INDArray dO) {
-        return op.backward(q, k, v, decay, causal, null, dO, null, forward.cache());
+        return op.backward(q, k, v, decay, causal, null, dO, null, forward.cache(), documents);
     }
 
     @Override

@@ -1,5 +1,6 @@
 package org.attn4j.ops.linear;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -30,6 +31,10 @@ public interface SequenceParallelLinearAttention<F extends SequenceParallelAtten
      *         decay gradient of the whole sequence)
      */
     LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, F forward, INDArray dO);
+
+    /** This algorithm for a batch of packed sequences: the state restarts at every document. */
+    @Override
+    SequenceParallelLinearAttention<F> withDocuments(Documents documents);
 
     /**
      * The forward pass with scaled queries, {@code (scale q)} in place of {@code q}.
