@@ -3,6 +3,7 @@ package org.attn4j.ops;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Random;
 
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -132,6 +133,25 @@ public final class Documents {
                 }
                 Arrays.fill(row, at, at + lengths[d], d);
                 at += lengths[d];
+            }
+        }
+        return new Documents(ids);
+    }
+
+    /**
+     * Seeded random packed sequences, for benchmarks and tests: per sequence, documents of 1..longest positions
+     * (uniform) one after another, about one run in five padding; ids 0, 1, ... in order.
+     */
+    public static Documents random(long seed, int batch, int length, int longest) {
+        Random r = new Random(seed);
+        int[][] ids = new int[batch][length];
+        for (int[] row : ids) {
+            int at = 0;
+            int id = 0;
+            while (at < length) {
+                int len = Math.min(length - at, 1 + r.nextInt(longest));
+                Arrays.fill(row, at, at + len, r.nextInt(5) == 0 ? -1 : id++);
+                at += len;
             }
         }
         return new Documents(ids);

@@ -14,7 +14,6 @@ import java.util.stream.Stream;
 
 import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.ops.Documents;
-import org.attn4j.ops.testing.RandomDocuments;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
@@ -150,7 +149,7 @@ class SequenceAlgorithmConformanceTest {
         SequenceAlgorithm.Settings s = settings(algorithm, p, causal);
         SequenceLayout layout = algorithm.layout(s);
         long seed = 5000L * SequenceAlgorithm.all().indexOf(algorithm) + 10L * p + (causal ? 1 : 0);
-        Documents docs = RandomDocuments.of(seed, b, N, 14);
+        Documents docs = Documents.random(seed, b, N, 14);
         INDArray q = randn(seed, DataType.DOUBLE, b, H, N, D);
         INDArray k = randn(seed + 1, DataType.DOUBLE, b, HKV, N, D);
         INDArray v = randn(seed + 2, DataType.DOUBLE, b, HKV, N, D);

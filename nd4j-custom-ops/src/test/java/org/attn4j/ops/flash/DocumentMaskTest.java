@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.attn4j.ops.Documents;
-import org.attn4j.ops.testing.RandomDocuments;
 import org.junit.jupiter.api.Test;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -17,7 +16,7 @@ class DocumentMaskTest {
 
     @Test
     void matchesTheReferenceWithDocumentsAndPaddingInEveryTilePath() {
-        Documents docs = RandomDocuments.of(7, 2, 600, 150);
+        Documents docs = Documents.random(7, 2, 600, 150);
         AttentionMask[] masks = {
             AttentionMask.builder().documents(docs).build(),
             AttentionMask.builder().causal(true).documents(docs).build(),
@@ -43,7 +42,7 @@ class DocumentMaskTest {
     void shardedPositionsLookUpTheirIdsByGlobalPosition() {
         // A zigzag shard's queries against a striped set of keys: ids are read at the global positions given.
         int n = 400;
-        Documents docs = RandomDocuments.of(11, 2, n, 90);
+        Documents docs = Documents.random(11, 2, n, 90);
         int[] qPos = new int[100];
         for (int i = 0; i < 50; i++) {
             qPos[i] = 50 + i;

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 import java.util.stream.Stream;
 
 import org.attn4j.ops.Documents;
-import org.attn4j.ops.testing.RandomDocuments;
 import org.attn4j.ops.testing.ReferenceLinearAttention;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -173,7 +172,7 @@ class LinearAttentionTest {
     @Test
     void documentsRestartTheStateAndPaddingAddsNothing() {
         // Random documents and padding, chunks of several sizes (cut again at every boundary of either sequence).
-        Documents docs = RandomDocuments.of(3, 2, 203, 60);
+        Documents docs = Documents.random(3, 2, 203, 60);
         for (int chunk : new int[] {1, 16, 64, 256}) {
             LinearAttention op = LinearAttention.withChunk(chunk, 2);
             checkDocuments(21, DataType.DOUBLE, docs, Decay.perHead(0.9, 0.99, 1.0, 0.7), true, op, 1e-12);
@@ -185,7 +184,7 @@ class LinearAttentionTest {
     @Test
     void aSegmentOfAPackedSequenceContinuesItsDocumentFromTheIncomingState() {
         int n = 203;
-        Documents docs = RandomDocuments.of(5, 2, n, 70);
+        Documents docs = Documents.random(5, 2, n, 70);
         Decay decay = Decay.perHead(0.9, 0.99);
         INDArray q = randn(1, DataType.DOUBLE, 2, 2, n, 8);
         INDArray k = randn(2, DataType.DOUBLE, 2, 1, n, 8);

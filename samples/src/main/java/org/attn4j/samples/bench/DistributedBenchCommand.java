@@ -22,8 +22,11 @@ import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.distributed.sequence.DocumentBalance;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.ops.Documents;
 import org.attn4j.samples.JobRank;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
@@ -61,6 +64,11 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     @Option(names = "--workers", paramLabel = "P", split = ",", defaultValue = "1,2,4",
             description = "Worker counts (default: ${DEFAULT-VALUE}).")
     List<Integer> workers;
+
+    @Option(names = "--balance-workers", paramLabel = "P", split = ",", defaultValue = "2,4,8",
+            description = "Worker counts of the packed-sequence work-balance table (counted, not run; "
+                    + "default: ${DEFAULT-VALUE}).")
+    List<Integer> balanceWorkers;
 
     @Option(names = "--lengths", paramLabel = "N", split = ",", defaultValue = "1024,2048,4096",
             description = "Sequence lengths (default: ${DEFAULT-VALUE}).")
@@ -356,6 +364,45 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 + "ATTENTION2D needs leaves partly masked tiles on every rank, so its local causal work costs more "
                 + "than the zigzag layout's.\n");
         b.append("\n![time](").append(PNG).append(")\n\n![bytes](").append(BYTES_PNG).append(")\n");
+        b.append(documentBalance());
+        return b.toString();
+    }
+
+    /** Seeds of the random packed sequences of {@link #documentBalance}. */
+    private static final int BALANCE_SEEDS = 10;
+
+    /**
+     * Packed sequences: the worst spread of causal attention work over the ranks (largest deviation from the mean)
+     * for each layout, over random documents, at the largest N and every P above 1.
+     */
+    private String documentBalance() {
+        int n = lengths.stream().mapToInt(Integer::intValue).max().orElse(1);
+        StringBuilder b = new StringBuilder(String.format(Locale.ROOT, "%n### Work per rank with packed sequences%n%n"
+                + "Causal attention over one sequence of N = %d holding documents of random lengths (uniform from 1 "
+                + "to the longest, about one run in five padding), %d seeds: the largest deviation of one rank's "
+                + "work (score entries inside a document) from the mean, worst over the seeds. Counted from the "
+                + "documents and the layout, not timed; ring, WallFacer, Ulysses and all-gather take any of these "
+                + "layouts, ATTENTION2D is striped (cyclic) by design, LASP's work does not depend on documents.%n%n"
+                + "| P | longest document | contiguous | zigzag | striped |%n|---:|---:|---:|---:|---:|%n", n,
+                BALANCE_SEEDS));
+        for (int p : balanceWorkers) {
+            if (p < 2 || n % (2 * p) != 0) {
+                continue;
+            }
+            for (int longest : new int[] {Math.max(1, n / 64), Math.max(1, n / 8), n}) {
+                b.append(String.format(Locale.ROOT, "| %d | %d |", p, longest));
+                for (SequenceLayout layout : new SequenceLayout[] {SequenceLayout.CONTIGUOUS, SequenceLayout.ZIGZAG,
+                        SequenceLayout.STRIPED}) {
+                    double worst = 0;
+                    for (long seed = 0; seed < BALANCE_SEEDS; seed++) {
+                        Documents docs = Documents.random(seed, 1, n, longest);
+                        worst = Math.max(worst, DocumentBalance.spread(DocumentBalance.work(layout, docs, p, true)));
+                    }
+                    b.append(String.format(Locale.ROOT, " %.1f %% |", 100 * worst));
+                }
+                b.append('\n');
+            }
+        }
         return b.toString();
     }
 }
