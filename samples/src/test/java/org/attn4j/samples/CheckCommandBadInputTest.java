@@ -99,7 +99,26 @@ class CheckCommandBadInputTest {
                         in -> List.of("--scale", "Infinity")),
                 bad("scale not a number", "'abc' is not a double", in -> List.of("--scale", "abc")),
                 bad("unknown algorithm", "unknown algorithm 'nope'; expected one of flash",
-                        in -> List.of("--algo", "nope")));
+                        in -> List.of("--algo", "nope")),
+                bad("float document ids", "segments.npy has dtype '<f4'; expected int32 ('<i4') or int64 ('<i8')",
+                        in -> write(in, "segments.npy", Nd4j.zeros(DataType.FLOAT, 1, 7))),
+                bad("document ids of another length", "segments.npy has shape [1, 6]; expected [1, 7] (B and N of "
+                        + "q.npy)", in -> {
+                            CheckFixture.writeRaw(in.resolve("segments.npy"), "<i4", "(1, 6)", new byte[4 * 6]);
+                            return List.of();
+                        }),
+                bad("a split document", "segments.npy: Documents: document id 0 of sequence 0 appears in two "
+                        + "separate runs (from position 0 and from 4)", in -> {
+                            byte[] ids = new byte[8 * 7];
+                            java.nio.ByteBuffer.wrap(ids).order(java.nio.ByteOrder.LITTLE_ENDIAN).asLongBuffer()
+                                    .put(new long[] {0, 0, 1, 1, 0, 0, 2});
+                            CheckFixture.writeRaw(in.resolve("segments.npy"), "<i8", "(1, 7)", ids);
+                            return List.of();
+                        }),
+                bad("documents with non-causal LASP", "segments.npy with --algo lasp needs --causal", in -> {
+                    CheckFixture.writeRaw(in.resolve("segments.npy"), "<i4", "(1, 7)", new byte[4 * 7]);
+                    return List.of("--algo", "lasp", "--workers", "1");
+                }));
     }
 
     @ParameterizedTest(name = "{0}")

@@ -194,6 +194,27 @@ class SequenceAlgorithmConformanceTest {
         assertFalse(BlockMasks.fullyMasked(straddling, second, first), "a document straddling the shards");
     }
 
+    /** A worker whose document ids differ from the others' makes every worker fail, naming it. */
+    @Test
+    void workersWithDifferentDocumentsAllFailNamingTheOddOne() throws Exception {
+        Documents docs = Documents.random(1, 1, N, 10);
+        Documents other = Documents.random(2, 1, N, 10);
+        INDArray[][] messages = SequenceTesting.onRanks(3, t -> {
+            try {
+                DocumentAgreement.require(org.attn4j.distributed.collective.Communicator.world(t),
+                        t.rank() == 2 ? other : docs);
+                return new INDArray[] {org.nd4j.linalg.factory.Nd4j.scalar(0.0)};
+            } catch (IllegalArgumentException e) {
+                assertTrue(e.getMessage().startsWith("document ids differ between workers: rank 2 has [1, 48] ids"),
+                        e.getMessage());
+                return new INDArray[] {org.nd4j.linalg.factory.Nd4j.scalar(1.0)};
+            }
+        });
+        for (int r = 0; r < 3; r++) {
+            assertEquals(1.0, messages[0][r].getDouble(0), "rank " + r + " failed");
+        }
+    }
+
     /** Documents that do not cover N are refused by every algorithm in one line naming both lengths. */
     @ParameterizedTest(name = "{0}")
     @MethodSource("org.attn4j.distributed.sequence.SequenceTesting#algorithms")

@@ -42,7 +42,8 @@ import picocli.CommandLine.Spec;
  * and writes its results, so they can be compared with a reference computed elsewhere.
  *
  * <p>Reads {@code IN/q.npy [B,H,N,D]}, {@code IN/k.npy}, {@code IN/v.npy [B,Hkv,N,D]} and
- * {@code IN/do.npy [B,H,N,D]} (float32 or float64, computed in that type); writes {@code OUT/o.npy},
+ * {@code IN/do.npy [B,H,N,D]} (float32 or float64, computed in that type), and {@code IN/segments.npy [B,N]} if
+ * present (document ids, packed sequences); writes {@code OUT/o.npy},
  * {@code OUT/lse.npy [B,H,N]} (softmax algorithms only), {@code OUT/dq.npy}, {@code OUT/dk.npy},
  * {@code OUT/dv.npy} in the same type, and {@code OUT/stats.json} with timings, peak memory and the bytes
  * each rank sent.
@@ -54,7 +55,9 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "check", mixinStandardHelpOptions = true,
         description = {"Run an attention algorithm on .npy inputs and write its outputs, gradients and stats.",
-            "IN holds q.npy [B,H,N,D], k.npy and v.npy [B,Hkv,N,D], do.npy [B,H,N,D] (float32 or float64).",
+            "IN holds q.npy [B,H,N,D], k.npy and v.npy [B,Hkv,N,D], do.npy [B,H,N,D] (float32 or float64), and "
+                + "optionally segments.npy [B,N] (int32 or int64): the document of every position, attention only "
+                + "within a document, negative = padding (missing: one document per sequence).",
             "OUT receives o.npy, lse.npy [B,H,N] (softmax only), dq.npy, dk.npy, dv.npy and stats.json."})
 public final class CheckCommand implements Callable<Integer> {
 
@@ -134,6 +137,10 @@ public final class CheckCommand implements Callable<Integer> {
         checkOptionsFitAlgorithm();
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
         CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
+        if (problem.mask().documents() != null && algo.sequence() != null && !algo.softmax() && !causal) {
+            throw new UserInputException(CheckInputs.SEGMENTS + " with --algo " + algo.cliName() + " needs --causal: "
+                    + "non-causal linear attention with documents runs on one device (--algo linear)");
+        }
 
         CheckableAlgorithm algorithm = algo.sequence() == null ? algo.create()
                 : new DistributedCheck(algo.sequence(), in, workers, algorithmOptions(), layout, workerHeap,

@@ -6,6 +6,7 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Arrays;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.samples.UserInputException;
@@ -19,7 +20,9 @@ import org.nd4j.linalg.indexing.conditions.Conditions;
 
 /**
  * Loads and validates the inputs of {@code attn4j check}: {@code q.npy [B,H,N,D]}, {@code k.npy} and
- * {@code v.npy [B,Hkv,N,D]}, {@code do.npy [B,H,N,D]}, all float32 or all float64, finite.
+ * {@code v.npy [B,Hkv,N,D]}, {@code do.npy [B,H,N,D]}, all float32 or all float64, finite; and, when present,
+ * {@code segments.npy [B,N]}, int32 or int64, the document of every position (packed sequences; negative =
+ * padding; each document one run of positions).
  *
  * <p>Every rule is checked here, once, with a message naming the file, what was expected and what came,
  * so the algorithms below get only inputs they can take (STYLE.md: policy in one place).
@@ -34,6 +37,8 @@ public final class CheckInputs {
     public static final String V = "v.npy";
     /** Output-gradient file. */
     public static final String DO = "do.npy";
+    /** Optional document ids file. */
+    public static final String SEGMENTS = "segments.npy";
 
     private static final String EXPECTED = "expected q.npy [B,H,N,D], k.npy and v.npy [B,Hkv,N,D], "
             + "do.npy [B,H,N,D]";
@@ -75,7 +80,27 @@ public final class CheckInputs {
         checkFinite(V, v);
         checkFinite(DO, dO);
         double s = FlashAttention.resolveScale(scale, q.size(3));
-        return new CheckProblem(q, k, v, dO, mask, s, decay);
+        Documents docs = Files.exists(dir.resolve(SEGMENTS)) ? documents(dir, q.size(0), q.size(2)) : null;
+        return new CheckProblem(q, k, v, dO, mask.withDocuments(docs), s, decay);
+    }
+
+    /** {@code segments.npy}: {@code [B, N]} int32 or int64 like q's B and N, each document one run. */
+    private static Documents documents(Path dir, long batch, long length) throws IOException {
+        INDArray ids;
+        try {
+            ids = Npy.readIntegers(dir.resolve(SEGMENTS));
+        } catch (NpyFormatException e) {
+            throw new UserInputException(e.getMessage(), e);
+        }
+        if (ids.rank() != 2 || ids.size(0) != batch || ids.size(1) != length) {
+            throw new UserInputException(SEGMENTS + " has shape " + Arrays.toString(ids.shape()) + "; expected ["
+                    + batch + ", " + length + "] (B and N of " + Q + "), the document id of every position");
+        }
+        try {
+            return Documents.of(ids);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(SEGMENTS + ": " + e.getMessage(), e);
+        }
     }
 
     private static INDArray read(Path dir, String name) throws IOException {

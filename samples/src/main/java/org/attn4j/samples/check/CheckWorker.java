@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 
 import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.sequence.DocumentAgreement;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.AeronTransport;
@@ -124,8 +125,8 @@ public final class CheckWorker implements Callable<Integer> {
         SequenceLayout l = a.layout(s);
         int r = t.rank();
         int n = t.worldSize();
-        SequenceParallelAttention<?> attention = a.create(t, s);
-        Communicator.world(t).barrier();                     // every connection up before the clocks start
+        SequenceParallelAttention<?> attention = a.create(t, s).withDocuments(p.mask().documents());
+        DocumentAgreement.require(Communicator.world(t), p.mask().documents());   // also connects every rank
         return run(attention, l.shard(p.q(), r, n), l.shard(p.k(), r, n), l.shard(p.v(), r, n),
                 l.shard(p.dO(), r, n), a.softmax() ? p.scale() : 1.0, t);
     }

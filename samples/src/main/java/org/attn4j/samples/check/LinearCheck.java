@@ -25,14 +25,15 @@ final class LinearCheck implements CheckableAlgorithm {
 
     @Override
     public AttentionOutput forward(CheckProblem p) {
-        forward = attention.forward(p.q(), p.k(), p.v(), Decay.of(p.decay()), p.mask().isCausal(), null);
+        forward = attention.forward(p.q(), p.k(), p.v(), Decay.of(p.decay()), p.mask().isCausal(), null,
+                p.mask().documents());
         return new AttentionOutput(forward.output(), null);
     }
 
     @Override
     public AttentionGradients backward(CheckProblem p, AttentionOutput f) {
         LinearAttentionGradients g = attention.backward(p.q(), p.k(), p.v(), Decay.of(p.decay()),
-                p.mask().isCausal(), null, p.dO(), null, forward.cache());
+                p.mask().isCausal(), null, p.dO(), null, forward.cache(), p.mask().documents());
         return new AttentionGradients(g.dq(), g.dk(), g.dv());
     }
 

@@ -52,9 +52,31 @@ public final class Npy {
      * @throws IOException         on a read error
      */
     public static INDArray read(Path file) throws IOException {
+        return read(file, false);
+    }
+
+    /**
+     * Reads an int32 or int64 array (document ids, for instance).
+     *
+     * @param file the {@code .npy} file
+     * @return a C-order INT or LONG array of the file's shape
+     * @throws NoSuchFileException if the file does not exist
+     * @throws NpyFormatException  if the file is not a well-formed int32/int64 {@code .npy} file
+     * @throws IOException         on a read error
+     */
+    public static INDArray readIntegers(Path file) throws IOException {
+        return read(file, true);
+    }
+
+    private static INDArray read(Path file, boolean integers) throws IOException {
         String name = file.getFileName().toString();
         try (InputStream in = Files.newInputStream(file)) {
             Header h = readHeader(in, name);
+            boolean isInteger = h.dataType == DataType.INT || h.dataType == DataType.LONG;
+            if (isInteger != integers) {
+                throw new NpyFormatException(name + " has dtype '" + h.descr + "'; expected " + (integers
+                        ? "int32 ('<i4') or int64 ('<i8')" : "float32 ('<f4') or float64 ('<f8')"));
+            }
             long count = 1;
             for (long d : h.shape) {
                 count = Math.multiplyExact(count, d);
@@ -73,9 +95,12 @@ public final class Npy {
             if (count == 0) {
                 return Nd4j.create(h.dataType, h.shape, 'c');
             }
-            INDArray array = h.dataType == DataType.DOUBLE
-                    ? Nd4j.create(readDoubles(in, (int) count, h.byteOrder, name), h.shape, order)
-                    : Nd4j.create(readFloats(in, (int) count, h.byteOrder, name), h.shape, order);
+            INDArray array = switch (h.dataType) {
+                case DOUBLE -> Nd4j.create(readDoubles(in, (int) count, h.byteOrder, name), h.shape, order);
+                case FLOAT -> Nd4j.create(readFloats(in, (int) count, h.byteOrder, name), h.shape, order);
+                case INT -> Nd4j.createFromArray(readInts(in, (int) count, h.byteOrder, name)).reshape(order, h.shape);
+                default -> Nd4j.createFromArray(readLongs(in, (int) count, h.byteOrder, name)).reshape(order, h.shape);
+            };
             return order == 'c' ? array : array.dup('c');
         }
     }
@@ -167,8 +192,13 @@ public final class Npy {
             type = DataType.FLOAT;
         } else if (d.length() == 3 && d.endsWith("f8")) {
             type = DataType.DOUBLE;
+        } else if (d.length() == 3 && d.endsWith("i4")) {
+            type = DataType.INT;
+        } else if (d.length() == 3 && d.endsWith("i8")) {
+            type = DataType.LONG;
         } else {
-            throw new NpyFormatException(name + " has dtype '" + d + "'; expected float32 ('<f4') or float64 ('<f8')");
+            throw new NpyFormatException(name + " has dtype '" + d + "'; expected float32 ('<f4') or float64 ('<f8')"
+                    + " (document ids: int32 ('<i4') or int64 ('<i8'))");
         }
         ByteOrder order;
         switch (d.charAt(0)) {
@@ -201,6 +231,24 @@ public final class Npy {
             int n = Math.min(CHUNK_ELEMENTS, count - start);
             byte[] bytes = readFully(in, n * Float.BYTES, name);
             ByteBuffer.wrap(bytes).order(order).asFloatBuffer().get(out, start, n);
+        }
+        return out;
+    }
+
+    private static int[] readInts(InputStream in, int count, ByteOrder order, String name) throws IOException {
+        int[] out = new int[count];
+        for (int start = 0; start < count; start += CHUNK_ELEMENTS) {
+            int n = Math.min(CHUNK_ELEMENTS, count - start);
+            ByteBuffer.wrap(readFully(in, n * Integer.BYTES, name)).order(order).asIntBuffer().get(out, start, n);
+        }
+        return out;
+    }
+
+    private static long[] readLongs(InputStream in, int count, ByteOrder order, String name) throws IOException {
+        long[] out = new long[count];
+        for (int start = 0; start < count; start += CHUNK_ELEMENTS) {
+            int n = Math.min(CHUNK_ELEMENTS, count - start);
+            ByteBuffer.wrap(readFully(in, n * Long.BYTES, name)).order(order).asLongBuffer().get(out, start, n);
         }
         return out;
     }
@@ -250,7 +298,7 @@ public final class Npy {
     private record Header(String descr, DataType dataType, ByteOrder byteOrder, boolean fortranOrder,
                           long[] shape, long dataOffset) {
         int itemSize() {
-            return dataType == DataType.DOUBLE ? Double.BYTES : Float.BYTES;
+            return dataType == DataType.DOUBLE || dataType == DataType.LONG ? 8 : 4;
         }
     }
 }
