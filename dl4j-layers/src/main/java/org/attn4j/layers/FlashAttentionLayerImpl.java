@@ -67,7 +67,7 @@ public class FlashAttentionLayerImpl
         INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
         INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
-        AttentionPass<?> a = AttentionPass.forward(SequenceParallel.softmax(c.layerType() + " " + layerId(), n,
+        AttentionPass<?> a = AttentionPass.forward(SequenceParallel.softmax(c.layerType() + " " + layerId(), b, n,
                 c.isCausal(), c.getSlidingWindow(), maskCopy), q, k, v, c.effectiveScale());
         INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray z = project(merged, WO, BO, training, workspaceMgr);

@@ -120,7 +120,7 @@ public class LinearAttentionLayerImpl
         INDArray k = AttentionRows.toHeads(kRows, b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(vRows, b, n, c.getNKvHeads());
         Decay decay = decay(training, workspaceMgr);
-        AttentionPass<?> a = AttentionPass.forwardLinear(SequenceParallel.linear(c.layerType() + " " + layerId(), n,
+        AttentionPass<?> a = AttentionPass.forwardLinear(SequenceParallel.linear(c.layerType() + " " + layerId(), b, n,
                 maskArray != null, op(), decay, c.isCausal()), q, k, v);
 
         INDArray merged = AttentionRows.fromHeads(a.output());

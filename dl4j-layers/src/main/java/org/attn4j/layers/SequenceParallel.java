@@ -116,38 +116,42 @@ public final class SequenceParallel {
      * {@link LocalAttention} on one device. The layers call only the returned interface.
      *
      * @param layer      the layer, for messages
+     * @param batch      the input's batch size
      * @param timeSteps  the input's sequence length
      * @param causal     causal mask
      * @param window     sliding window, 0 for none
      * @param keyPadding the feature mask {@code [B, N]} (1 = real step), or null
      * @throws DL4JInvalidInputException if the input does not fit the sequence-parallel context
      */
-    static SequenceParallelAttention<?> softmax(String layer, long timeSteps, boolean causal, int window,
+    static SequenceParallelAttention<?> softmax(String layer, long batch, long timeSteps, boolean causal, int window,
                                                 INDArray keyPadding) {
         Context c = CURRENT.get();
         if (c == null) {
             return new LocalAttention(FlashAttention.defaults(),
-                    AttentionMask.builder().causal(causal).window(window).keyPadding(keyPadding).build());
+                    AttentionMask.builder().causal(causal).window(window).keyPadding(keyPadding)
+                            .documents(PackedSequences.forInput(layer, batch, timeSteps)).build());
         }
         checkShard(c, layer, timeSteps, keyPadding != null);
-        return c.softmax(causal, window);
+        return c.softmax(causal, window).withDocuments(PackedSequences.forInput(layer, batch, c.length()));
     }
 
     /**
      * The linear attention a layer runs on this thread: the context's LASP on a worker's shard, or
      * {@link LocalLinearAttention} on one device.
      *
+     * @param batch  the input's batch size
      * @param masked whether the input has a feature mask (refused sequence-parallel)
      * @throws DL4JInvalidInputException if the input does not fit the sequence-parallel context
      */
-    static SequenceParallelLinearAttention<?> linear(String layer, long timeSteps, boolean masked, LinearAttention op,
-                                                     Decay decay, boolean causal) {
+    static SequenceParallelLinearAttention<?> linear(String layer, long batch, long timeSteps, boolean masked,
+                                                     LinearAttention op, Decay decay, boolean causal) {
         Context c = CURRENT.get();
         if (c == null) {
-            return new LocalLinearAttention(op, decay, causal);
+            return new LocalLinearAttention(op, decay, causal).withDocuments(PackedSequences.forInput(layer, batch,
+                    timeSteps));
         }
         checkShard(c, layer, timeSteps, masked);
-        return c.linear(op, decay, causal);
+        return c.linear(op, decay, causal).withDocuments(PackedSequences.forInput(layer, batch, c.length()));
     }
 
     /**

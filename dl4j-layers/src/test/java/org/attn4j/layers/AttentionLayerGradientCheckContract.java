@@ -2,9 +2,11 @@ package org.attn4j.layers;
 
 import static org.attn4j.layers.LayerTestSupport.SEED;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.util.Random;
 
+import org.attn4j.ops.Documents;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
@@ -12,7 +14,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
 import org.nd4j.linalg.learning.config.NoOp;
 
 /**
@@ -55,6 +59,55 @@ abstract class AttentionLayerGradientCheckContract<C extends AttentionLayerGradi
         boolean ok = GradientChecks.passes(net, new Random(seed), c.format(), c.minibatch(), nIn(), N, c.masked());
 
         assertTrue(ok, "gradient check failed for " + c + ", seed " + seed);
+    }
+
+    /**
+     * Three sequences of {@link #N} steps packed with documents (the third with padding at its end): ids by
+     * position, as {@link PackedSequences} takes them.
+     */
+    static Documents packed() {
+        return Documents.of(new int[][] {{0, 0, 0, 1, 1, 2}, {0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, -1, -1}});
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("cases")
+    void passesGradientCheckWithDocumentsInMultiLayerNetworkAndComputationGraph(C c) {
+        assumeTrue(c.minibatch() == 3, "the packed batch has three sequences");
+        long seed = SEED + 7 * c.toString().hashCode();
+        try (PackedSequences.Scope s = PackedSequences.enter(packed())) {
+            MultiLayerNetwork net = LayerTestSupport.mln(layer(c), DataType.DOUBLE, new NoOp(), seed);
+            assertTrue(GradientChecks.passes(net, new Random(seed), c.format(), 3, nIn(), N, c.masked()),
+                    "gradient check with documents failed for " + c + ", seed " + seed);
+            ComputationGraph graph = LayerTestSupport.graph(layer(c), DataType.DOUBLE, new NoOp(), seed);
+            assertTrue(GradientChecks.passes(graph, new Random(seed), c.format(), 3, nIn(), N, c.masked()),
+                    "gradient check with documents failed for ComputationGraph " + c + ", seed " + seed);
+        }
+    }
+
+    /**
+     * A packed sequence's output is its documents' outputs side by side: every document of sequence 0 run on its
+     * own (positions relative to it) gives the packed run's steps exactly, and padding gives nothing to the rest.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("cases")
+    void aPackedSequenceEqualsItsDocumentsRunAlone(C c) {
+        assumeTrue(c.minibatch() == 3 && !c.masked() && c.format() == RNNFormat.NCW, "three unmasked NCW sequences");
+        long seed = SEED + 11 * c.toString().hashCode();
+        MultiLayerNetwork net = LayerTestSupport.mln(layer(c), DataType.DOUBLE, new NoOp(), seed);
+        INDArray x = LayerTestSupport.features(new Random(seed), DataType.DOUBLE, RNNFormat.NCW, 3, nIn(), N);
+        INDArray packedOut;
+        try (PackedSequences.Scope s = PackedSequences.enter(packed())) {
+            packedOut = net.output(x);
+        }
+        int[][] documents = {{0, 3}, {3, 5}, {5, 6}};        // sequence 0: [0, 0, 0, 1, 1, 2]
+        for (int[] d : documents) {
+            INDArray alone = net.output(x.get(NDArrayIndex.interval(0, 1), NDArrayIndex.all(),
+                    NDArrayIndex.interval(d[0], d[1])).dup());
+            INDArray part = packedOut.get(NDArrayIndex.interval(0, 1), NDArrayIndex.all(),
+                    NDArrayIndex.interval(d[0], d[1]));
+            double err = alone.sub(part).norm2Number().doubleValue() / Math.max(1e-300, alone.norm2Number().doubleValue());
+            assertTrue(err <= 1e-12, c + ": document " + d[0] + ".." + d[1] + " differs packed, relative " + err);
+        }
     }
 
     /** Asserts that the layers in a row pass on three masked sequences, so passed-down epsilons are checked too. */
