@@ -11,7 +11,8 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 
 /**
- * The gradient of {@link FlashAttentionOp}: inputs q, k, v, O, LSE, dO, dLSE and optionally the key padding;
+ * The gradient of {@link FlashAttentionOp}: inputs q, k, v, O, LSE, dO, dLSE and the op's optional inputs (key
+ * padding, documents);
  * outputs dQ, dK, dV. A gradient reaching LSE enters through {@code Delta}: since
  * {@code dLSE_i/dS_ij = P_ij}, {@code dS = P * (dP - Delta + dLSE)}, so the flash backward pass runs with
  * {@code Delta - dLSE} in place of {@code Delta = rowsum(O * dO)} (FlashAttention-2, algorithm 2, line 4).
@@ -25,9 +26,9 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
     public FlashAttentionGradOp() {
     }
 
-    FlashAttentionGradOp(SameDiff sd, SDVariable[] inputs, boolean causal, int window, double scale) {
+    FlashAttentionGradOp(SameDiff sd, SDVariable[] inputs, boolean causal, int window, int optional, double scale) {
         super(sd, inputs);
-        addIArgument(causal ? 1 : 0, window);
+        addIArgument(causal ? 1 : 0, window, optional);
         addTArgument(scale);
     }
 
@@ -43,7 +44,7 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
 
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
-        FlashAttentionOp.requireInputs(in, 7, 8);
+        FlashAttentionOp.requireInputs(in, 7, 9);
         return shapesOf(in, 3);
     }
 
@@ -57,7 +58,8 @@ public final class FlashAttentionGradOp extends JavaBackedOp {
         INDArray q = in[0];
         INDArray delta = FlashAttention.delta(in[3], in[5]).subi(in[6]);
         AttentionGradients g = FlashAttention.defaults().backwardFromDelta(q, in[1], in[2], delta, in[4], in[5],
-                FlashAttentionOp.mask(getIArgument(0) != 0, getIArgument(1).intValue(), in.length > 7 ? in[7] : null),
+                FlashAttentionOp.mask(getIArgument(0) != 0, getIArgument(1).intValue(),
+                        FlashAttentionOp.optional(iArgs(), in.length - 7), in, 7),
                 FlashAttention.resolveScale(getTArgument(0), q.size(3)));
         out[0].assign(g.dq());
         out[1].assign(g.dk());

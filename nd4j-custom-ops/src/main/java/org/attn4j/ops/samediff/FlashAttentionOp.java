@@ -3,6 +3,7 @@ package org.attn4j.ops.samediff;
 import java.util.Arrays;
 import java.util.List;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
@@ -14,8 +15,9 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 
 /**
  * {@link FlashAttention} as a SameDiff op: inputs q {@code [B, H, Nq, D]}, k and v {@code [B, Hkv, Nk, D]} and
- * optionally key padding {@code [B, Nk]}; outputs O {@code [B, H, Nq, D]} and LSE {@code [B, H, Nq]}. Settings
- * (op arguments, so they survive save/load): integers {@code causal (0/1), window}, float {@code scale} (0 = the
+ * optionally key padding {@code [B, Nk]} and document ids {@code [B, N]} (int32/int64, packed sequences); outputs O {@code [B, H, Nq, D]} and LSE {@code [B, H, Nq]}. Settings
+ * (op arguments, so they survive save/load): integers {@code causal (0/1), window, optional inputs (1 key padding,
+ * 2 documents; absent in graphs saved before documents: a fourth input is the key padding)}, float {@code scale} (0 = the
  * default {@code 1/sqrt(D)}). Its gradient is {@link FlashAttentionGradOp}, which recomputes the score tiles from
  * q, k, v and LSE: no {@code N x N} array in either pass. Built by {@link SDAttention#flash}.
  */
@@ -27,10 +29,27 @@ public final class FlashAttentionOp extends JavaBackedOp {
     public FlashAttentionOp() {
     }
 
-    FlashAttentionOp(SameDiff sd, SDVariable[] inputs, boolean causal, int window, double scale) {
+    FlashAttentionOp(SameDiff sd, SDVariable[] inputs, boolean causal, int window, int optional, double scale) {
         super(sd, inputs);
-        addIArgument(causal ? 1 : 0, window);
+        addIArgument(causal ? 1 : 0, window, optional);
         addTArgument(scale);
+    }
+
+    /** Which optional inputs follow q, k, v: 1 key padding, 2 documents (both: padding first). */
+    static final int PADDING = 1;
+    /** See {@link #PADDING}. */
+    static final int DOCUMENTS = 2;
+
+    /** The optional inputs of an op with these integer arguments and {@code extra} inputs after q, k, v. */
+    static int optional(long[] iArgs, int extra) {
+        return iArgs.length > 2 ? (int) iArgs[2] : extra > 0 ? PADDING : 0;
+    }
+
+    /** The mask of these settings with the optional inputs found from index {@code at} of {@code in}. */
+    static AttentionMask mask(boolean causal, int window, int optional, INDArray[] in, int at) {
+        INDArray padding = (optional & PADDING) != 0 ? in[at++] : null;
+        Documents documents = (optional & DOCUMENTS) != 0 ? Documents.of(in[at]) : null;
+        return AttentionMask.builder().causal(causal).window(window).keyPadding(padding).documents(documents).build();
     }
 
     @Override
@@ -55,15 +74,11 @@ public final class FlashAttentionOp extends JavaBackedOp {
         return getTArgument(0);
     }
 
-    /** The mask these settings and this key padding (or null) describe. */
-    static AttentionMask mask(boolean causal, int window, INDArray keyPadding) {
-        return AttentionMask.builder().causal(causal).window(window).keyPadding(keyPadding).build();
-    }
 
 
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
-        requireInputs(in, 3, 4);
+        requireInputs(in, 3, 5);
         INDArray q = in[0];
         long[] s = q.shape();
         if (s.length != 4) {
@@ -82,20 +97,22 @@ public final class FlashAttentionOp extends JavaBackedOp {
     protected void compute(INDArray[] in, INDArray[] out) {
         INDArray q = in[0];
         AttentionOutput r = FlashAttention.defaults().forward(q, in[1], in[2],
-                mask(causal(), window(), in.length > 3 ? in[3] : null), FlashAttention.resolveScale(scale(), q.size(3)));
+                mask(causal(), window(), optional(iArgs(), in.length - 3), in, 3),
+                FlashAttention.resolveScale(scale(), q.size(3)));
         out[0].assign(r.output());
         out[1].assign(r.lse());
     }
 
-    /** dQ, dK, dV from {@link FlashAttentionGradOp}; the key padding is not differentiable (zeros). */
+    /** dQ, dK, dV from {@link FlashAttentionGradOp}; key padding and documents are not differentiable (zeros). */
     @Override
     public List<SDVariable> doDiff(List<SDVariable> grads) {
         SDVariable[] a = args();
         SDVariable[] o = outputVariables();
-        SDVariable[] gin = a.length > 3
-                ? new SDVariable[] {a[0], a[1], a[2], o[0], o[1], gradientOf(grads, 0), gradientOf(grads, 1), a[3]}
-                : new SDVariable[] {a[0], a[1], a[2], o[0], o[1], gradientOf(grads, 0), gradientOf(grads, 1)};
-        SDVariable[] d = new FlashAttentionGradOp(sameDiff, gin, causal(), window(), scale()).outputVariables();
+        List<SDVariable> gin = new java.util.ArrayList<>(List.of(a[0], a[1], a[2], o[0], o[1], gradientOf(grads, 0),
+                gradientOf(grads, 1)));
+        gin.addAll(Arrays.asList(a).subList(3, a.length));
+        SDVariable[] d = new FlashAttentionGradOp(sameDiff, gin.toArray(new SDVariable[0]), causal(), window(),
+                optional(iArgs(), a.length - 3), scale()).outputVariables();
         return gradients(d[0], d[1], d[2]);
     }
 

@@ -43,14 +43,14 @@ public final class LinearAttentionGradOp extends JavaBackedOp {
     @Override
     public int getNumOutputs() {
         LinearAttentionOp.Settings s = settings();
-        return 3 + (s.hasKvIn() ? 1 : 0) + (s.hasDecayInput() ? 1 : 0);
+        return s.differentiable();
     }
 
     @Override
     protected List<LongShapeDescriptor> outputShapes(INDArray[] in) {
         LinearAttentionOp.Settings s = settings();
         FlashAttentionOp.requireInputs(in, s.inputs() + 2, s.inputs() + 2);
-        return shapesOf(in, s.inputs());
+        return shapesOf(in, s.differentiable());
     }
 
     @Override
@@ -65,7 +65,7 @@ public final class LinearAttentionGradOp extends JavaBackedOp {
         LinearAttention op = s.hasDecayInput() ? LinearAttention.defaults().withDecayGradient()
                 : LinearAttention.defaults();
         LinearAttentionGradients g = op.backward(in[0], in[1], in[2], s.decay(in), s.causal(), s.kvIn(in), in[n],
-                in[n + 1], null);
+                in[n + 1], null, s.documents(in));
         out[0].assign(g.dq());
         out[1].assign(g.dk());
         out[2].assign(g.dv());

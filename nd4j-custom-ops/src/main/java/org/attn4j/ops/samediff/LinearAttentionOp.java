@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionOutput;
@@ -30,9 +31,9 @@ public final class LinearAttentionOp extends JavaBackedOp {
     }
 
     LinearAttentionOp(SameDiff sd, SDVariable[] inputs, boolean causal, boolean hasKvIn, boolean hasDecayInput,
-                      double[] fixedDecay) {
+                      boolean hasDocuments, double[] fixedDecay) {
         super(sd, inputs);
-        addIArgument(causal ? 1 : 0, hasKvIn ? 1 : 0, hasDecayInput ? 1 : 0);
+        addIArgument(causal ? 1 : 0, hasKvIn ? 1 : 0, hasDecayInput ? 1 : 0, hasDocuments ? 1 : 0);
         addTArgument(fixedDecay);
     }
 
@@ -66,7 +67,7 @@ public final class LinearAttentionOp extends JavaBackedOp {
     protected void compute(INDArray[] in, INDArray[] out) {
         Settings s = settings(iArgs(), tArgs());
         LinearAttentionOutput r = LinearAttention.defaults().forward(in[0], in[1], in[2], s.decay(in), s.causal(),
-                s.kvIn(in));
+                s.kvIn(in), s.documents(in));
         out[0].assign(r.output());
         out[1].assign(r.kvOut());
     }
@@ -83,10 +84,21 @@ public final class LinearAttentionOp extends JavaBackedOp {
     }
 
     /** The op's settings as stored in its arguments, shared with the gradient op. */
-    record Settings(boolean causal, boolean hasKvIn, boolean hasDecayInput, double[] fixedDecay) {
+    record Settings(boolean causal, boolean hasKvIn, boolean hasDecayInput, boolean hasDocuments,
+                    double[] fixedDecay) {
 
+        /** Every input of the op. */
         int inputs() {
+            return differentiable() + (hasDocuments ? 1 : 0);
+        }
+
+        /** The inputs with a gradient: q, k, v, and kvIn and the decay when they are inputs. */
+        int differentiable() {
             return 3 + (hasKvIn ? 1 : 0) + (hasDecayInput ? 1 : 0);
+        }
+
+        Documents documents(INDArray[] in) {
+            return hasDocuments ? Documents.of(in[differentiable()]) : null;
         }
 
         INDArray kvIn(INDArray[] in) {
@@ -111,6 +123,6 @@ public final class LinearAttentionOp extends JavaBackedOp {
     }
 
     static Settings settings(long[] i, double[] t) {
-        return new Settings(i[0] != 0, i[1] != 0, i[2] != 0, t);
+        return new Settings(i[0] != 0, i[1] != 0, i[2] != 0, i.length > 3 && i[3] != 0, t);
     }
 }

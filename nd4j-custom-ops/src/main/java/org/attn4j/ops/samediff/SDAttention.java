@@ -107,6 +107,7 @@ public final class SDAttention {
         private boolean causal;
         private int window;
         private SDVariable keyPadding;
+        private SDVariable documents;
         private double scale;
 
         private Flash(SDVariable q, SDVariable k, SDVariable v) {
@@ -136,6 +137,15 @@ public final class SDAttention {
             return this;
         }
 
+        /**
+         * Document ids {@code [B, N]} (int32 or int64; negative = padding) of packed sequences: a query sees only
+         * keys of its own document. Each document must be one run of positions.
+         */
+        public Flash documents(SDVariable documents) {
+            this.documents = documents;
+            return this;
+        }
+
         /** Score scale; default {@code 1/sqrt(D)}. */
         public Flash scale(double scale) {
             this.scale = checkScale("flash", scale);
@@ -150,11 +160,17 @@ public final class SDAttention {
         /** Adds the function; returns O and the softmax log-sum-exp {@code [B, H, Nq]} ({@code name + "_lse"}). */
         public SDVariable[] buildWithLse(String name) {
             List<SDVariable> in = new ArrayList<>(List.of(q, k, v));
+            int optional = 0;
             if (keyPadding != null) {
                 in.add(keyPadding);
+                optional |= FlashAttentionOp.PADDING;
+            }
+            if (documents != null) {
+                in.add(documents);
+                optional |= FlashAttentionOp.DOCUMENTS;
             }
             SDVariable[] out = new FlashAttentionOp(q.getSameDiff(), in.toArray(new SDVariable[0]), causal, window,
-                    scale).outputVariables();
+                    optional, scale).outputVariables();
             return named(name, out, "_lse");
         }
     }
@@ -168,6 +184,7 @@ public final class SDAttention {
         private Decay fixedDecay = Decay.none();
         private SDVariable decay;
         private SDVariable kvIn;
+        private SDVariable documents;
 
         private Linear(SDVariable q, SDVariable k, SDVariable v) {
             this.q = requireSameGraph("linear", q, k, v);
@@ -203,6 +220,15 @@ public final class SDAttention {
             return this;
         }
 
+        /**
+         * Document ids {@code [B, N]} (int32 or int64; negative = padding) of packed sequences: the state restarts at
+         * every document. Each document must be one run of positions.
+         */
+        public Linear documents(SDVariable documents) {
+            this.documents = documents;
+            return this;
+        }
+
         /** Adds the function; returns O {@code [B, H, N, D]} named {@code name}. */
         public SDVariable build(String name) {
             return buildWithState(name)[0];
@@ -221,9 +247,12 @@ public final class SDAttention {
             if (decay != null) {
                 in.add(decay);
             }
+            if (documents != null) {
+                in.add(documents);
+            }
             double[] fixed = decay == null && !fixedDecay.isNone() ? fixedDecay.values() : new double[0];
             SDVariable[] out = new LinearAttentionOp(q.getSameDiff(), in.toArray(new SDVariable[0]), causal,
-                    kvIn != null, decay != null, fixed).outputVariables();
+                    kvIn != null, decay != null, documents != null, fixed).outputVariables();
             return named(name, out, "_kv");
         }
     }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Collections;
 import java.util.Map;
 
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
@@ -114,6 +115,42 @@ class SDAttentionGradientCheckTest {
     void flashGradientsMatchFiniteDifferencesWithPaddingAndWindow() {
         flashCase("flash key padding", 15, 2, 1, 6, false, 0, true, false);
         flashCase("flash causal window 3 + padding", 16, 2, 2, 7, true, 3, true, false);
+    }
+
+    /**
+     * Packed sequences in the graph: document ids (int64, with padding) as an input; outputs equal the op with the
+     * same documents, gradients match finite differences, for flash (with key padding too) and linear attention.
+     */
+    @Test
+    void documentsAsAGraphInputMatchTheOpAndFiniteDifferences() {
+        int n = 8;
+        INDArray ids = Nd4j.createFromArray(new long[][] {{0, 0, 0, 1, 1, 2, 2, 2}, {0, 0, 1, 1, 1, 1, -1, -1}});
+        Documents docs = Documents.of(ids);
+        for (boolean padded : new boolean[] {false, true}) {
+            Graph g = Graph.of(31, 2, 4, 2, n, 4);
+            SDAttention.Flash f = SDAttention.flash(g.q, g.k, g.v).causal(true).documents(g.sd.constant("ids", ids));
+            INDArray pad = Nd4j.ones(DataType.DOUBLE, 2, n);
+            pad.putScalar(new long[] {0, 1}, 0.0);
+            if (padded) {
+                f.keyPadding(g.sd.constant("pad", pad));
+            }
+            SDVariable[] out = f.buildWithLse("attn");
+            Map<String, INDArray> values = g.sd.output(Collections.emptyMap(), "attn", "attn_lse");
+            AttentionOutput ref = FlashAttention.defaults().forward(g.q.getArr(), g.k.getArr(), g.v.getArr(),
+                    AttentionMask.builder().causal(true).keyPadding(padded ? pad : null).documents(docs).build());
+            assertEquals(0.0, values.get("attn").sub(ref.output()).amaxNumber().doubleValue(), 1e-12, "flash O");
+            g.lossOf(out[0], null);
+            g.check("flash with documents" + (padded ? " and key padding" : ""));
+        }
+        Graph g = Graph.of(32, 2, 2, 2, n, 3);
+        SDVariable[] out = SDAttention.linear(g.q, g.k, g.v).causal(true).decay(g.sd.var("lambda",
+                Nd4j.createFromArray(0.8, 0.9))).documents(g.sd.constant("ids", ids)).buildWithState("lin");
+        Map<String, INDArray> values = g.sd.output(Collections.emptyMap(), "lin", "lin_kv");
+        var ref = LinearAttention.defaults().forward(g.q.getArr(), g.k.getArr(), g.v.getArr(), Decay.perHead(0.8, 0.9),
+                true, null, docs);
+        assertEquals(0.0, values.get("lin").sub(ref.output()).amaxNumber().doubleValue(), 1e-12, "linear O");
+        g.lossOf(out[0], out[1]);
+        g.check("linear with documents and a learned decay");
     }
 
     @Test
