@@ -7,10 +7,13 @@ import java.util.List;
 import org.attn4j.distributed.collective.Channels;
 import org.attn4j.distributed.collective.Communicator;
 import org.attn4j.distributed.collective.Reduction;
+import org.attn4j.distributed.sequence.DocumentAgreement;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.layers.PackedSequences;
 import org.attn4j.layers.RowLayerImpl;
 import org.attn4j.layers.SequenceParallel;
+import org.attn4j.ops.Documents;
 import org.deeplearning4j.nn.api.Model;
 import org.deeplearning4j.nn.api.Trainable;
 import org.deeplearning4j.nn.graph.vertex.GraphVertex;
@@ -343,7 +346,9 @@ public final class DistributedTrainer {
     }
 
     /**
-     * One optimisation step on {@code batch}, the whole batch (every worker passes the same one).
+     * One optimisation step on {@code batch}, the whole batch (every worker passes the same one). Packed sequences:
+     * the examples' document ids travel as their metadata ({@link Packing#attach}); every worker then attends
+     * within documents, and a worker whose ids differ makes every worker fail, naming it.
      *
      * @return the whole batch's score before the update
      * @throws IllegalArgumentException if the batch does not split over the workers (batch size not a multiple
@@ -364,7 +369,11 @@ public final class DistributedTrainer {
                     + d + " data-parallel groups");
         }
         int n = (int) features.size(features.rank() - 1);
+        Documents documents = Packing.of(batch);
         SequenceShardContext ctx = context(n);
+        if (transport.worldSize() > 1) {
+            DocumentAgreement.require(world, documents);    // a worker with other ids fails every worker, named
+        }
         gatherForStep();
 
         int[] positions = ctx.positions();
@@ -373,7 +382,8 @@ public final class DistributedTrainer {
         INDArray localMask = batch.getLabelsMaskArray() == null ? null
                 : shard(examples(batch.getLabelsMaskArray(), b / d), positions);
         net.setData(localFeatures, localLabels, localMask);
-        try (SequenceParallel.Scope s = SequenceParallel.enter(ctx)) {
+        try (SequenceParallel.Scope s = SequenceParallel.enter(ctx);
+             PackedSequences.Scope p = PackedSequences.enter(examples(documents, b / d))) {
             net.computeGradientAndScore();
         } finally {
             gatherPerLayer = false;
@@ -660,6 +670,18 @@ public final class DistributedTrainer {
     }
 
     /** This worker's data-parallel group's examples. */
+    /** This data-parallel group's examples' documents (whole sequences: every member looks up its positions). */
+    private Documents examples(Documents documents, int perGroup) {
+        if (documents == null) {
+            return null;
+        }
+        int[][] ids = new int[perGroup][];
+        for (int i = 0; i < perGroup; i++) {
+            ids[i] = documents.ids(dataIndex * perGroup + i);
+        }
+        return Documents.of(ids);
+    }
+
     private INDArray examples(INDArray a, int perGroup) {
         INDArrayIndex[] idx = all(a.rank());
         idx[0] = NDArrayIndex.interval((long) dataIndex * perGroup, (long) (dataIndex + 1) * perGroup);
