@@ -21,9 +21,12 @@ import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.Packing;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.layers.PackedSequences;
+import org.attn4j.ops.Documents;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.JobRank;
 import org.attn4j.samples.MemoryLimit;
@@ -71,6 +74,19 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Option(names = "--text", paramLabel = "FILE", description = "Train on this UTF-8 text file, byte by byte.")
     Path text;
+
+    @Option(names = "--pack", description = {"Packed sequences: with --text, cut the text into documents (blank "
+            + "lines, or --doc-separator) and fill each sequence with consecutive documents; with --task, fill each "
+            + "sequence with several independent samples. Attention stays inside each document; a prediction "
+            + "across two documents is not scored."})
+    boolean pack;
+
+    @Option(names = "--pad", description = "With --text: one document per sequence, padded (what --pack replaces).")
+    boolean pad;
+
+    @Option(names = "--doc-separator", paramLabel = "TEXT",
+            description = "With --text and --pack or --pad: documents end at this text (default: a blank line).")
+    String docSeparator;
 
     @Option(names = "--seq-len", paramLabel = "N", defaultValue = "128",
             description = "Sequence length (default: ${DEFAULT-VALUE}).")
@@ -207,14 +223,18 @@ public final class TrainCommand implements Callable<Integer> {
             PeakMemory memory = PeakMemory.start();
             Progress progress = new Progress(steps, leader);
             long start = System.nanoTime();
+            long documentTokens = 0;
             for (int step = 0; step < steps; step++) {
                 DataSet b = t.batch(data, batch, seqLen, DataType.FLOAT);     // every worker draws the same
                 if (step < first) {
                     continue;
                 }
                 double loss;
+                documentTokens += realTokens(b);
                 if (trainer == null) {
-                    net.fit(b);
+                    try (PackedSequences.Scope p = PackedSequences.enter(Packing.of(b))) {
+                        net.fit(b);
+                    }
                     loss = perToken(net.score(), b);
                 } else {
                     loss = perToken(trainer.fit(b), b);
@@ -234,7 +254,8 @@ public final class TrainCommand implements Callable<Integer> {
             if (leader) {
                 progress.finish();
                 double accuracy = accuracy(net, t, seqLen);
-                report(t, model, net, losses, accuracy, seconds, (long) (steps - first) * batch * seqLen, peak);
+                report(t, model, net, losses, accuracy, seconds, (long) (steps - first) * batch * seqLen,
+                        documentTokens, peak);
             }
             return 0;
         } finally {
@@ -285,7 +306,10 @@ public final class TrainCommand implements Callable<Integer> {
     /** Fraction of scored next-token predictions the model gets right on a fresh batch of 64 sequences. */
     static double accuracy(ComputationGraph net, TrainingTask t, int length) {
         DataSet eval = t.batch(new Random(-1), 64, length, DataType.FLOAT);
-        INDArray probabilities = net.outputSingle(eval.getFeatures());
+        INDArray probabilities;
+        try (PackedSequences.Scope p = PackedSequences.enter(Packing.of(eval))) {
+            probabilities = net.outputSingle(eval.getFeatures());
+        }
         INDArray predicted = probabilities.argMax(1);
         INDArray truth = eval.getLabels().argMax(1);
         INDArray mask = eval.getLabelsMaskArray();
@@ -293,8 +317,24 @@ public final class TrainCommand implements Callable<Integer> {
         return right / mask.sumNumber().doubleValue();
     }
 
+    /** The positions of a batch that hold text (not padding): all of them without documents. */
+    static long realTokens(DataSet b) {
+        Documents d = Packing.of(b);
+        if (d == null) {
+            return b.getFeatures().size(0) * b.getFeatures().size(2);
+        }
+        long real = 0;
+        for (int i = 0; i < d.batch(); i++) {
+            for (int p = 0; p < d.length(); p++) {
+                real += d.isPadding(i, p) ? 0 : 1;
+            }
+        }
+        return real;
+    }
+
     private void report(TrainingTask t, GptGraph model, ComputationGraph net, List<Double> losses, double accuracy,
-                        double seconds, long tokens, PeakMemory.Reading peak) throws IOException {
+                        double seconds, long tokens, long documentTokens, PeakMemory.Reading peak)
+            throws IOException {
         Files.createDirectories(out);
         XYChart chart = new XYChartBuilder().width(900).height(500).title("attn4j train: " + t.name())
                 .xAxisTitle("step").yAxisTitle("loss per scored token (cross-entropy, nats)").build();
@@ -323,15 +363,18 @@ public final class TrainCommand implements Callable<Integer> {
                 .cliName()).put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
                 .put("steps", steps).put("first_loss", losses.isEmpty() ? Double.NaN : losses.get(0))
                 .put("final_loss", losses.isEmpty() ? Double.NaN : losses.get(losses.size() - 1))
-                .put("accuracy", accuracy).put("tokens_per_second", tokens / seconds).put("seconds", seconds)
+                .put("accuracy", accuracy).put("tokens_per_second", tokens / seconds)
+                .put("document_tokens_per_second", documentTokens / seconds).put("seconds", seconds)
                 .put("peak_bytes", peak.peakBytes()).put("text", text == null ? null : text.toString());
         new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.resolve("summary.json").toFile(),
                 s);
         PrintWriter log = spec.commandLine().getOut();
         log.printf(Locale.ROOT, "done: %s, %d steps, loss %.4f -> %.4f, accuracy %.1f%% on the scored tokens, "
-                        + "%.0f tokens/s, %.1f s, peak memory %.0f MB; wrote %s, %s, %s%n", t.name(), losses.size(),
+                        + "%.0f tokens/s (%.0f of them text, not padding), %.1f s, peak memory %.0f MB; wrote %s, %s, "
+                        + "%s%n", t.name(), losses.size(),
                 losses.isEmpty() ? Double.NaN : losses.get(0), losses.isEmpty() ? Double.NaN
-                        : losses.get(losses.size() - 1), 100 * accuracy, tokens / seconds, seconds,
+                        : losses.get(losses.size() - 1), 100 * accuracy, tokens / seconds, documentTokens / seconds,
+                seconds,
                 peak.peakBytes() / 1e6, out.resolve("loss.png"), out.resolve("summary.json"),
                 out.resolve("model.zip"));
         log.flush();
@@ -387,21 +430,43 @@ public final class TrainCommand implements Callable<Integer> {
         if (seqLen < 8) {
             throw new UserInputException("--seq-len must be >= 8, got " + seqLen);
         }
+        if (pack && pad) {
+            throw new UserInputException("--pack and --pad exclude each other: pack documents or pad one per sequence");
+        }
+        if ((pad || docSeparator != null) && text == null) {
+            throw new UserInputException((pad ? "--pad" : "--doc-separator") + " needs --text FILE (the documents)");
+        }
+        if (docSeparator != null && !pack && !pad) {
+            throw new UserInputException("--doc-separator needs --pack or --pad");
+        }
+        if (docSeparator != null && docSeparator.isEmpty()) {
+            throw new UserInputException("--doc-separator must not be empty");
+        }
         if (text != null) {
             if (!Files.isRegularFile(text)) {
                 throw new UserInputException("--text " + text + ": no such file");
             }
             try {
-                return TrainingTask.text(text, seqLen);
+                return pack || pad ? TrainingTask.textDocuments(text, docSeparator, pack)
+                        : TrainingTask.text(text, seqLen);
             } catch (IllegalArgumentException e) {
                 throw new UserInputException(e.getMessage(), e);
             }
         }
-        return switch (task.strip().toLowerCase(Locale.ROOT)) {
+        TrainingTask t = switch (task.strip().toLowerCase(Locale.ROOT)) {
             case "passkey" -> TrainingTask.passkey(3);
             case "recall" -> TrainingTask.recall(8);
             default -> throw new UserInputException("--task must be passkey or recall, got '" + task + "'");
         };
+        if (!pack) {
+            return t;
+        }
+        int shortest = task.strip().equalsIgnoreCase("passkey") ? 10 : 5;   // one sample of the task fits
+        if (seqLen + 1 < 2 * shortest) {
+            throw new UserInputException("--pack --task " + task + " needs --seq-len >= " + (2 * shortest - 1)
+                    + " (two documents of " + shortest + " tokens), got " + seqLen);
+        }
+        return TrainingTask.packed(t, shortest);
     }
 
     /** {@code --strategy} resolved: the algorithm, and the layout it names (null = the algorithm's default). */

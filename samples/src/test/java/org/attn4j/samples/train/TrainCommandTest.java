@@ -52,7 +52,10 @@ class TrainCommandTest {
         "--workers 3 --strategy zigzag --seq-len 64|N = 64 must be a positive multiple of 6",
         "--text /no/such/file.txt|--text /no/such/file.txt: no such file",
         "--attention quantum|--attention must be flash, linear or stock",
-        "--resume|--resume needs --checkpoint-dir"})
+        "--resume|--resume needs --checkpoint-dir",
+        "--pad|--pad needs --text FILE",
+        "--pack --seq-len 12|--pack --task passkey needs --seq-len >= 19",
+        "--doc-separator ###|--doc-separator needs --text FILE"})
     void refusesBadFlagsWithOneLine(String flags, String message) {
         List<String> args = new ArrayList<>(List.of("train"));
         args.addAll(List.of(flags.split(" ")));
@@ -61,6 +64,47 @@ class TrainCommandTest {
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode(), r.err());
         assertTrue(r.err().contains(message), r.err());
         assertEquals(1, r.err().strip().lines().count(), "one line: " + r.err());
+    }
+
+    /**
+     * {@code --text FILE --pack} and {@code --pad}: the same documents packed or one per padded sequence; the
+     * summary reports the text tokens per second of each, and packing leaves no padding. Two worker processes
+     * print the losses of one process on packed text.
+     */
+    @Test
+    void packedTextTrainsOnOneAndTwoWorkersAndReportsTextTokensPerSecond() throws Exception {
+        Path text = tmp.resolve("docs.txt");
+        StringBuilder b = new StringBuilder();
+        java.util.Random r = new java.util.Random(5);
+        for (int d = 0; d < 200; d++) {
+            for (int w = 0; w < 2 + r.nextInt(12); w++) {
+                b.append(w == 0 ? "" : " ").append("word").append(r.nextInt(30));
+            }
+            b.append(".\n\n");
+        }
+        Files.writeString(text, b.toString());
+        CliRun packed = CliRun.of("train", "--text", text.toString(), "--pack", "--seq-len", "64", "--steps", "4",
+                "--out", tmp.resolve("packed").toString());
+        CliRun padded = CliRun.of("train", "--text", text.toString(), "--pad", "--seq-len", "64", "--steps", "4",
+                "--out", tmp.resolve("padded").toString());
+        assertEquals(0, packed.exitCode(), packed.err());
+        assertEquals(0, padded.exitCode(), padded.err());
+        var json = new org.nd4j.shade.jackson.databind.ObjectMapper();
+        var p = json.readTree(tmp.resolve("packed").resolve("summary.json").toFile());
+        var q = json.readTree(tmp.resolve("padded").resolve("summary.json").toFile());
+        assertEquals(p.get("tokens_per_second").asDouble(), p.get("document_tokens_per_second").asDouble(), 1e-9,
+                "packed sequences hold no padding");
+        assertTrue(q.get("document_tokens_per_second").asDouble() < 0.8 * q.get("tokens_per_second").asDouble(),
+                "documents of at most about 120 bytes leave padding in sequences of 64: " + q);
+        assertTrue(p.get("task").asText().contains("packed") && q.get("task").asText().contains("padded"));
+
+        List<Double> one = losses(packed);
+        List<Double> two = losses(CliRun.of("train", "--text", text.toString(), "--pack", "--seq-len", "64",
+                "--steps", "4", "--workers", "2", "--strategy", "ring", "--out", tmp.resolve("two").toString()));
+        assertEquals(one.size(), two.size());
+        for (int i = 0; i < one.size(); i++) {
+            assertEquals(one.get(i), two.get(i), 1e-4 * Math.abs(one.get(i)), "step " + i + ": " + one + " vs " + two);
+        }
     }
 
     @Test
