@@ -114,11 +114,7 @@ class CheckCommandBadInputTest {
                                     .put(new long[] {0, 0, 1, 1, 0, 0, 2});
                             CheckFixture.writeRaw(in.resolve("segments.npy"), "<i8", "(1, 7)", ids);
                             return List.of();
-                        }),
-                bad("documents with non-causal LASP", "segments.npy with --algo lasp needs --causal", in -> {
-                    CheckFixture.writeRaw(in.resolve("segments.npy"), "<i4", "(1, 7)", new byte[4 * 7]);
-                    return List.of("--algo", "lasp", "--workers", "1");
-                }));
+                        })));
     }
 
     @ParameterizedTest(name = "{0}")

@@ -66,16 +66,11 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
     /**
      * The state restarts at every document: each member runs its shard as positions {@code i N/P ...} of the
      * packed sequences, so the state handed on along the chain joins the next shard only where its first document
-     * continues. Causal only: the non-causal form would need every document's sum over the members.
-     *
-     * @throws IllegalArgumentException for documents with non-causal linear attention
+     * continues. Non-causal, each document's sum covers its own positions: only documents that straddle a shard
+     * boundary are summed over the members ({@link LaspDocuments}).
      */
     @Override
     public LaspAttention withDocuments(Documents documents) {
-        if (documents != null && !causal) {
-            throw new IllegalArgumentException("LaspAttention: documents need causal linear attention here; the "
-                    + "non-causal form with documents runs on one device (LocalLinearAttention)");
-        }
         return new LaspAttention(comm, decay, causal, op, documents);
     }
 
@@ -138,6 +133,9 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
             documents.requireSize("LaspAttention", q.size(0), q.size(2) * p);
         }
         int first = documents == null || q == null || q.rank() != 4 ? 0 : Math.toIntExact(me * q.size(2));
+        if (!causal && documents != null) {
+            return new Forward(new LaspDocuments(comm, documents).forward(q, k, v), null);
+        }
         if (!causal) {
             LinearAttentionOutput local = op.forward(q, k, v, decay, false, null);
             INDArray total = p == 1 ? local.kvOut() : comm.allReduce(local.kvOut());
@@ -170,6 +168,9 @@ public final class LaspAttention implements SequenceParallelLinearAttention<Lasp
     public LinearAttentionGradients backward(INDArray q, INDArray k, INDArray v, Forward fwd, INDArray dO) {
         int p = comm.group().size();
         int me = comm.group().index();
+        if (!causal && documents != null) {
+            return new LaspDocuments(comm, documents).backward(q, k, v, dO);
+        }
         if (!causal) {
             LinearAttentionGradients local = op.backward(q, k, v, decay, false, fwd.kvIn(), dO, null, null);
             INDArray total = p == 1 ? local.dKvIn() : comm.allReduce(local.dKvIn());

@@ -137,10 +137,6 @@ public final class CheckCommand implements Callable<Integer> {
         checkOptionsFitAlgorithm();
         AttentionMask mask = AttentionMask.builder().causal(causal).window(window).build();
         CheckProblem problem = CheckInputs.load(in, mask, scale, decay == null ? 1.0 : decay);
-        if (problem.mask().documents() != null && algo.sequence() != null && !algo.softmax() && !causal) {
-            throw new UserInputException(CheckInputs.SEGMENTS + " with --algo " + algo.cliName() + " needs --causal: "
-                    + "non-causal linear attention with documents runs on one device (--algo linear)");
-        }
 
         CheckableAlgorithm algorithm = algo.sequence() == null ? algo.create()
                 : new DistributedCheck(algo.sequence(), in, workers, algorithmOptions(), layout, workerHeap,
