@@ -110,6 +110,22 @@ abstract class AttentionLayerGradientCheckContract<C extends AttentionLayerGradi
         }
     }
 
+    /** Document ids of another batch or length than the input are refused in one line naming both. */
+    @org.junit.jupiter.api.Test
+    void documentsOfAnotherShapeAreRefusedInOneLine() {
+        MultiLayerNetwork net = LayerTestSupport.mln(layer(firstCase()), DataType.DOUBLE, new NoOp(), SEED);
+        INDArray x = LayerTestSupport.features(new Random(SEED), DataType.DOUBLE, RNNFormat.NCW, 2, nIn(), N);
+        try (PackedSequences.Scope s = PackedSequences.enter(packed())) {
+            Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> net.output(x));
+            String m = String.valueOf(e.getMessage());
+            assertTrue(m.contains("document ids must have shape [2, " + N + "] (the batch and its global positions), "
+                    + "got [3, " + N + "]") && !m.contains("\n"), m);
+        }
+    }
+
+    /** A case of this layer in the NCW format (for tests that need any one). */
+    abstract C firstCase();
+
     /** Asserts that the layers in a row pass on three masked sequences, so passed-down epsilons are checked too. */
     void assertPassesStacked(RNNFormat format, long seed, AttentionLayerBase... layers) {
         MultiLayerNetwork net = LayerTestSupport.stack(DataType.DOUBLE, new NoOp(), seed, layers);

@@ -46,6 +46,11 @@ class FlashAttentionLayerGradientCheckTest
     }
 
     @Override
+    Case firstCase() {
+        return new Case(1, false, false, 2, 2, 0, RNNFormat.NCW);
+    }
+
+    @Override
     int nIn() {
         return N_IN;
     }

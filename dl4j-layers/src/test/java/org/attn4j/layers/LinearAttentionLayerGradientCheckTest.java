@@ -47,6 +47,11 @@ class LinearAttentionLayerGradientCheckTest
     }
 
     @Override
+    Case firstCase() {
+        return new Case(1, false, true, 2, 1, false, 0, null, RNNFormat.NCW);
+    }
+
+    @Override
     int nIn() {
         return N_IN;
     }
