@@ -114,7 +114,7 @@ class CheckCommandBadInputTest {
                                     .put(new long[] {0, 0, 1, 1, 0, 0, 2});
                             CheckFixture.writeRaw(in.resolve("segments.npy"), "<i8", "(1, 7)", ids);
                             return List.of();
-                        })));
+                        }));
     }
 
     @ParameterizedTest(name = "{0}")
