@@ -26,6 +26,7 @@ import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.training.CheckpointExport;
 import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.Packing;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.InJvmTransport;
@@ -33,7 +34,9 @@ import org.attn4j.distributed.transport.Transport;
 import org.attn4j.layers.FlashAttentionLayer;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.LinearAttentionLayer;
+import org.attn4j.layers.PackedSequences;
 import org.attn4j.layers.PositionalEmbeddingLayer;
+import org.attn4j.ops.Documents;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -227,6 +230,37 @@ class DocSnippetsTest {
         // end snippet
         assertEquals(q.shapeInfoToString(), g.dq().shapeInfoToString());
         assertEquals(4, lin.output().size(1));
+    }
+
+    @Test
+    void packedSequences() {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        INDArray q = Nd4j.randn(DataType.FLOAT, 2, 4, 8, 16);
+        INDArray k = Nd4j.randn(DataType.FLOAT, 2, 2, 8, 16);
+        INDArray v = Nd4j.randn(DataType.FLOAT, 2, 2, 8, 16);
+        DataSet batch = tokens(2, 8, 50);
+        MultiLayerNetwork net = new MultiLayerNetwork(new NeuralNetConfiguration.Builder().seed(1).list()
+                .layer(new EmbeddingSequenceLayer.Builder().nIn(50).nOut(16).outputDataFormat(RNNFormat.NCW).build())
+                .layer(new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(2).causal(true).build())
+                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
+                        .nIn(16).nOut(50).dataFormat(RNNFormat.NCW).build())
+                .build());
+        net.init();
+        // snippet: packed
+        Documents docs = Documents.of(new int[][] {{0, 0, 0, 1, 1, 1, 1, 2},        // [B, N] ids by position
+                                                   {0, 0, 0, 0, 0, 1, -1, -1}});   // -1: padding
+        AttentionMask mask = AttentionMask.builder().causal(true).documents(docs).build();
+        AttentionOutput out = FlashAttention.defaults().forward(q, k, v, mask, FlashAttention.defaultScale(16));
+        LinearAttentionOutput lin = LinearAttention.defaults().forward(q, k, v, Decay.of(0.99), true, null, docs);
+
+        try (PackedSequences.Scope scope = PackedSequences.enter(docs)) {
+            net.fit(batch);                       // every attention layer stays inside each document
+        }
+        Packing.attach(batch, docs);              // for DistributedTrainer: the ids travel with the DataSet
+        // end snippet
+        assertEquals(Double.NEGATIVE_INFINITY, out.lse().getDouble(1, 0, 7));
+        assertEquals(0.0, lin.output().getDouble(1, 0, 6, 0));
+        assertEquals(docs, Packing.of(batch));
     }
 
     @Test
