@@ -449,11 +449,11 @@ final class Rendezvous {
     }
 
     private static int freeUdpPort(InetAddress bind) {
-        try (DatagramSocket s = new DatagramSocket(new InetSocketAddress(bind, 0))) {
-            return s.getLocalPort();
-        } catch (IOException e) {
+        try {
+            return FreePorts.udp(bind, 1)[0];
+        } catch (java.io.UncheckedIOException e) {
             throw new RendezvousException("rendezvous: cannot bind a UDP port on " + bind.getHostAddress() + ": "
-                    + e.getMessage());
+                    + e.getCause().getMessage());
         }
     }
 

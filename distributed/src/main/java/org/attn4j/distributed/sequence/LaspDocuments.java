@@ -11,7 +11,6 @@ import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.linalg.indexing.INDArrayIndex;
 import org.nd4j.linalg.indexing.NDArrayIndex;
 
 /**
@@ -44,24 +43,7 @@ final class LaspDocuments {
         List<List<Run>> runs = runs(b, (int) q.size(2));
         int slots = slots();
         INDArray shared = slots == 0 ? null : Nd4j.zeros(q.dataType(), b, hkv, slots, d, d);
-        INDArray[][][] own = new INDArray[b][hkv][];
-        for (int i = 0; i < b; i++) {
-            for (int hk = 0; hk < hkv; hk++) {
-                own[i][hk] = new INDArray[runs.get(i).size()];
-                for (int r = 0; r < runs.get(i).size(); r++) {
-                    Run run = runs.get(i).get(r);
-                    if (run.padding) {
-                        continue;
-                    }
-                    INDArray kv = rows(k, i, hk, run).transpose().mmul(rows(v, i, hk, run));
-                    own[i][hk][r] = kv;
-                    if (run.slot >= 0) {
-                        shared.get(NDArrayIndex.point(i), NDArrayIndex.point(hk), NDArrayIndex.point(run.slot))
-                                .addi(kv);
-                    }
-                }
-            }
-        }
+        INDArray[][][] own = perRun(runs, hkv, shared, (i, hk, run) -> kv(k, v, i, hk, run));
         INDArray total = shared == null ? null : comm.allReduce(shared);
         INDArray out = Nd4j.zeros(q.dataType(), q.shape());
         for (int i = 0; i < b; i++) {
@@ -88,33 +70,14 @@ final class LaspDocuments {
         int slots = slots();
         INDArray sharedKv = slots == 0 ? null : Nd4j.zeros(q.dataType(), b, hkv, slots, d, d);
         INDArray sharedG = slots == 0 ? null : Nd4j.zeros(q.dataType(), b, hkv, slots, d, d);
-        INDArray[][][] kvOwn = new INDArray[b][hkv][];
-        INDArray[][][] gOwn = new INDArray[b][hkv][];
-        for (int i = 0; i < b; i++) {
-            for (int hk = 0; hk < hkv; hk++) {
-                kvOwn[i][hk] = new INDArray[runs.get(i).size()];
-                gOwn[i][hk] = new INDArray[runs.get(i).size()];
-                for (int r = 0; r < runs.get(i).size(); r++) {
-                    Run run = runs.get(i).get(r);
-                    if (run.padding) {
-                        continue;
-                    }
-                    INDArray kv = rows(k, i, hk, run).transpose().mmul(rows(v, i, hk, run));
-                    INDArray g = Nd4j.zeros(q.dataType(), d, d);
-                    for (int h = hk * group; h < (hk + 1) * group; h++) {
-                        g.addi(rows(q, i, h, run).transpose().mmul(rows(dO, i, h, run)));
-                    }
-                    kvOwn[i][hk][r] = kv;
-                    gOwn[i][hk][r] = g;
-                    if (run.slot >= 0) {
-                        INDArrayIndex[] at = {NDArrayIndex.point(i), NDArrayIndex.point(hk),
-                            NDArrayIndex.point(run.slot)};
-                        sharedKv.get(at).addi(kv);
-                        sharedG.get(at).addi(g);
-                    }
-                }
+        INDArray[][][] kvOwn = perRun(runs, hkv, sharedKv, (i, hk, run) -> kv(k, v, i, hk, run));
+        INDArray[][][] gOwn = perRun(runs, hkv, sharedG, (i, hk, run) -> {
+            INDArray g = Nd4j.zeros(q.dataType(), d, d);
+            for (int h = hk * group; h < (hk + 1) * group; h++) {
+                g.addi(rows(q, i, h, run).transpose().mmul(rows(dO, i, h, run)));
             }
-        }
+            return g;
+        });
         INDArray[] totals = new INDArray[2];
         if (slots > 0) {
             INDArray both = comm.allReduce(Nd4j.stack(0, sharedKv, sharedG));     // one all-reduce for the pair
@@ -142,6 +105,41 @@ final class LaspDocuments {
             }
         }
         return new LinearAttentionGradients(dq, dk, dv, Nd4j.zeros(q.dataType(), b, q.size(1), d, d), null);
+    }
+
+    /** A {@code D x D} sum over the positions of one run, per K/V head. */
+    private interface RunSum {
+        INDArray of(int i, int hk, Run run);
+    }
+
+    /**
+     * {@code sum} of every run that is not padding, per sequence and K/V head; the runs of documents that straddle
+     * a shard boundary are also added into their slot of {@code shared}.
+     */
+    private static INDArray[][][] perRun(List<List<Run>> runs, int hkv, INDArray shared, RunSum sum) {
+        INDArray[][][] own = new INDArray[runs.size()][hkv][];
+        for (int i = 0; i < runs.size(); i++) {
+            for (int hk = 0; hk < hkv; hk++) {
+                own[i][hk] = new INDArray[runs.get(i).size()];
+                for (int r = 0; r < runs.get(i).size(); r++) {
+                    Run run = runs.get(i).get(r);
+                    if (run.padding) {
+                        continue;
+                    }
+                    own[i][hk][r] = sum.of(i, hk, run);
+                    if (run.slot >= 0) {
+                        shared.get(NDArrayIndex.point(i), NDArrayIndex.point(hk), NDArrayIndex.point(run.slot))
+                                .addi(own[i][hk][r]);
+                    }
+                }
+            }
+        }
+        return own;
+    }
+
+    /** {@code K^T V} over one run of K/V head {@code hk}. */
+    private static INDArray kv(INDArray k, INDArray v, int i, int hk, Run run) {
+        return rows(k, i, hk, run).transpose().mmul(rows(v, i, hk, run));
     }
 
     /** The whole document's sum for run {@code r}: the all-reduced one if it straddles, else its own. */

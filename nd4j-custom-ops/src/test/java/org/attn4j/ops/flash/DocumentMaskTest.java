@@ -1,6 +1,7 @@
 package org.attn4j.ops.flash;
 
 import static org.attn4j.ops.flash.FlashAttentionTest.checkAgainstReference;
+import static org.attn4j.ops.flash.FlashAttentionTest.inBothTilePaths;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -22,18 +23,10 @@ class DocumentMaskTest {
             AttentionMask.builder().causal(true).documents(docs).build(),
             AttentionMask.builder().causal(true).window(60).documents(docs).build()};
         FlashAttention[] ops = {FlashAttention.withTiles(32, 48, 2), FlashAttention.withTiles(256, 192, 2)};
-        String key = "attn4j.noVector";
         for (AttentionMask mask : masks) {
             for (FlashAttention op : ops) {
                 checkAgainstReference(31, DataType.DOUBLE, 2, 4, 2, 600, 600, 16, mask, 1e-12, op);
-                for (String off : new String[] {"false", "true"}) {
-                    System.setProperty(key, off);
-                    try {
-                        checkAgainstReference(32, DataType.FLOAT, 2, 4, 2, 600, 600, 16, mask, 1e-5, op);
-                    } finally {
-                        System.clearProperty(key);
-                    }
-                }
+                inBothTilePaths(() -> checkAgainstReference(32, DataType.FLOAT, 2, 4, 2, 600, 600, 16, mask, 1e-5, op));
             }
         }
     }

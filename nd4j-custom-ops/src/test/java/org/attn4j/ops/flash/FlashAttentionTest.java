@@ -57,17 +57,9 @@ class FlashAttentionTest {
         pad.get(NDArrayIndex.point(1), NDArrayIndex.interval(450, 600)).assign(0);
         AttentionMask[] masks = {AttentionMask.causal(), AttentionMask.builder().causal(true).window(100).build(),
             AttentionMask.builder().window(70).build(), AttentionMask.builder().causal(true).keyPadding(pad).build()};
-        String key = "attn4j.noVector";
         for (AttentionMask mask : masks) {
             checkAgainstReference(91, DataType.DOUBLE, 2, 2, 1, 600, 600, 16, mask, 1e-12, tiles);
-            for (String off : new String[] {"false", "true"}) {
-                System.setProperty(key, off);
-                try {
-                    checkAgainstReference(92, DataType.FLOAT, 2, 2, 1, 600, 600, 16, mask, 1e-5, tiles);
-                } finally {
-                    System.clearProperty(key);
-                }
-            }
+            inBothTilePaths(() -> checkAgainstReference(92, DataType.FLOAT, 2, 2, 1, 600, 600, 16, mask, 1e-5, tiles));
         }
     }
 
@@ -75,17 +67,11 @@ class FlashAttentionTest {
     void vectorAndNd4jTilePathsBothMatchReferenceInFloat32() {
         AttentionMask mask = AttentionMask.builder().causal(true).window(30).build();
         assertTrue(VectorTileMath.AVAILABLE, "tests run with --add-modules jdk.incubator.vector (pom argLine)");
-        String key = "attn4j.noVector";
-        for (String off : new String[] {"false", "true"}) {
-            System.setProperty(key, off);
-            try {
-                checkAgainstReference(77, DataType.FLOAT, 2, 4, 2, 203, 203, 24, mask, 1e-5, SMALL_TILES);
-                checkAgainstReference(78, DataType.FLOAT, 1, 2, 1, 113, 113, 64, AttentionMask.none(), 1e-5,
-                        FlashAttention.defaults());
-            } finally {
-                System.clearProperty(key);
-            }
-        }
+        inBothTilePaths(() -> {
+            checkAgainstReference(77, DataType.FLOAT, 2, 4, 2, 203, 203, 24, mask, 1e-5, SMALL_TILES);
+            checkAgainstReference(78, DataType.FLOAT, 1, 2, 1, 113, 113, 64, AttentionMask.none(), 1e-5,
+                    FlashAttention.defaults());
+        });
     }
 
     @Test
@@ -278,6 +264,19 @@ class FlashAttentionTest {
                             NDArrayIndex.all()));
         }
         return out;
+    }
+
+    /** Runs {@code check} with the vector tile maths and again with ND4J's ({@code attn4j.noVector}). */
+    static void inBothTilePaths(Runnable check) {
+        String key = "attn4j.noVector";
+        for (String off : new String[] {"false", "true"}) {
+            System.setProperty(key, off);
+            try {
+                check.run();
+            } finally {
+                System.clearProperty(key);
+            }
+        }
     }
 
     static void checkAgainstReference(long seed, DataType type, int b, int h, int hkv, int nq, int nk, int d,

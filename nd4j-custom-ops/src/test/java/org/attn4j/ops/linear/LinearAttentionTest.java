@@ -223,25 +223,7 @@ class LinearAttentionTest {
 
     private static void checkDocuments(long seed, DataType type, Documents docs, Decay decay, boolean causal,
                                        LinearAttention op, double tol) {
-        int b = docs.batch();
-        int n = docs.length();
-        int d = 8;
-        INDArray q = randn(seed, type, b, 4, n, d);
-        INDArray k = randn(seed + 1, type, b, 2, n, d);
-        INDArray v = randn(seed + 2, type, b, 2, n, d);
-        INDArray g = randn(seed + 3, type, b, 4, n, d);
-        INDArray kvIn = randn(seed + 4, type, b, 4, d, d);
-        INDArray dKvOut = randn(seed + 5, type, b, 4, d, d);
-        ReferenceLinearAttention ref = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, decay, causal, docs, 0);
-        LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn, docs);
-        LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache(), docs);
-        String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op;
-        assertClose("O", out.output(), ref.output(), tol, ctx);
-        assertClose("kvOut", out.kvOut(), ref.kvOut(), tol, ctx);
-        assertClose("dQ", grad.dq(), ref.dq(), tol, ctx);
-        assertClose("dK", grad.dk(), ref.dk(), tol, ctx);
-        assertClose("dV", grad.dv(), ref.dv(), tol, ctx);
-        assertClose("dKvIn", grad.dKvIn(), ref.dKvIn(), tol, ctx);
+        check(seed, type, docs.batch(), 4, 2, docs.length(), 8, decay, causal, op, tol, docs);
     }
 
     private static void assertMessage(Runnable call, String expected) {
@@ -251,16 +233,22 @@ class LinearAttentionTest {
 
     private static void check(long seed, DataType type, int b, int h, int hkv, int n, int d, Decay decay,
                               boolean causal, LinearAttention op, double tol) {
+        check(seed, type, b, h, hkv, n, d, decay, causal, op, tol, null);
+    }
+
+    private static void check(long seed, DataType type, int b, int h, int hkv, int n, int d, Decay decay,
+                              boolean causal, LinearAttention op, double tol, Documents docs) {
         INDArray q = randn(seed, type, b, h, n, d);
         INDArray k = randn(seed + 1, type, b, hkv, n, d);
         INDArray v = randn(seed + 2, type, b, hkv, n, d);
         INDArray g = randn(seed + 3, type, b, h, n, d);
         INDArray kvIn = randn(seed + 4, type, b, h, d, d);
         INDArray dKvOut = randn(seed + 5, type, b, h, d, d);
-        ReferenceLinearAttention ref = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, decay, causal);
-        LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn);
-        LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache());
-        String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op;
+        ReferenceLinearAttention ref = new ReferenceLinearAttention(q, k, v, g, kvIn, dKvOut, decay, causal, docs, 0);
+        LinearAttentionOutput out = op.forward(q, k, v, decay, causal, kvIn, docs);
+        LinearAttentionGradients grad = op.backward(q, k, v, decay, causal, kvIn, g, dKvOut, out.cache(), docs);
+        String ctx = "seed " + seed + ", " + type + ", " + decay + ", causal=" + causal + ", " + op
+                + (docs == null ? "" : ", " + docs);
         assertClose("O", out.output(), ref.output(), tol, ctx);
         assertClose("kvOut", out.kvOut(), ref.kvOut(), tol, ctx);
         assertClose("dQ", grad.dq(), ref.dq(), tol, ctx);

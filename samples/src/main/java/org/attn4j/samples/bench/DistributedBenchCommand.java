@@ -154,6 +154,11 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 throw new UserInputException("--workers must be in [1, 16], got " + p);
             }
         }
+        for (int p : balanceWorkers) {
+            if (p < 2 || p > 1024) {
+                throw new UserInputException("--balance-workers must be in [2, 1024], got " + p);
+            }
+        }
         if (lengths.stream().anyMatch(n -> n < 1) || repeats < 1 || batch < 1 || dim < 1 || kvHeads < 1
                 || heads % kvHeads != 0) {
             throw new UserInputException("need N >= 1, --repeats >= 1, --batch >= 1, --dim >= 1 and --heads a "
