@@ -17,7 +17,7 @@ import java.util.concurrent.ThreadLocalRandom;
  * could be handed, between our release and the worker's bind, to any socket that binds port 0, such as another
  * worker's Aeron publication, and that worker would then fail with "Address already in use".
  */
-final class FreePorts {
+public final class FreePorts {
 
     /** The lowest port drawn: above the well-known and most registered service ports. */
     private static final int LOWEST = 20000;
@@ -33,7 +33,7 @@ final class FreePorts {
      *
      * @throws UncheckedIOException if not enough ports could be bound
      */
-    static int[] udp(InetAddress bind, int count) {
+    public static int[] udp(InetAddress bind, int count) {
         int top = ephemeralStart() - 1;
         List<DatagramSocket> held = new ArrayList<>();
         try {

@@ -24,18 +24,27 @@ public final class DocumentAgreement {
      *                                  first member's
      */
     public static void require(Communicator comm, Documents documents) {
+        require(comm, documents, comm.group().size());
+    }
+
+    /**
+     * As {@link #require(Communicator, Documents)}, where only members in the same block of {@code blockSize}
+     * consecutive members must agree (the sequence groups of a job whose data-parallel groups train on different
+     * examples); every member still takes part in the one all-gather.
+     */
+    public static void require(Communicator comm, Documents documents, int blockSize) {
         long f = documents == null ? 0 : documents.fingerprint();
         INDArray mine = Nd4j.createFromArray((double) (f >>> 32), (double) (f & 0xffffffffL),
                 documents == null ? 0.0 : 1.0, documents == null ? 0.0 : documents.batch(),
                 documents == null ? 0.0 : documents.length());
         List<INDArray> all = comm.allGather(mine);
-        INDArray first = all.get(0);
-        for (int i = 1; i < all.size(); i++) {
-            if (!all.get(i).equals(first)) {
+        for (int i = 0; i < all.size(); i++) {
+            int first = i / blockSize * blockSize;
+            if (!all.get(i).equals(all.get(first))) {
                 throw new IllegalArgumentException("document ids differ between workers: rank "
-                        + comm.group().rank(i) + " has " + describe(all.get(i)) + ", rank " + comm.group().rank(0)
-                        + " has " + describe(first) + "; expected every worker of the sequence group to pass the "
-                        + "same ids for the whole sequence");
+                        + comm.group().rank(i) + " has " + describe(all.get(i)) + ", rank " + comm.group().rank(first)
+                        + " has " + describe(all.get(first)) + "; expected every worker of the sequence group to pass "
+                        + "the same ids for the whole sequence");
             }
         }
     }

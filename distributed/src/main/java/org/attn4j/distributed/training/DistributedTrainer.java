@@ -356,14 +356,35 @@ public final class DistributedTrainer {
      *                                  before any communication
      */
     public double fit(DataSet batch) {
+        return fit(batch, true);
+    }
+
+    /**
+     * One optimisation step on this worker's data-parallel group's examples only ({@link #dataParallelIndex}): the
+     * members of a group pass the same examples, each group its own, all groups as many. For data that each worker
+     * reads for its group alone (a partition, a file per group); equal to {@link #fit(DataSet)} on the groups'
+     * examples stacked in group order.
+     *
+     * @return the whole batch's score before the update
+     */
+    public double fitGroup(DataSet groupExamples) {
+        return fit(groupExamples, false);
+    }
+
+    /** This worker's data-parallel group: which examples of a whole batch it trains on. */
+    public int dataParallelIndex() {
+        return dataIndex;
+    }
+
+    private double fit(DataSet batch, boolean whole) {
         INDArray features = batch.getFeatures();
         INDArray labels = batch.getLabels();
         if (batch.getFeaturesMaskArray() != null) {
             throw new IllegalArgumentException("DistributedTrainer: feature masks (padding) are not supported "
                     + "sequence-parallel; use whole sequences");
         }
-        int b = (int) features.size(0);
         int d = strategy.dataParallel();
+        int b = whole ? (int) features.size(0) : (int) features.size(0) * d;
         if (b % d != 0) {
             throw new IllegalArgumentException("DistributedTrainer: batch of " + b + " examples does not split over "
                     + d + " data-parallel groups");
@@ -372,18 +393,20 @@ public final class DistributedTrainer {
         Documents documents = Packing.of(batch);
         SequenceShardContext ctx = context(n);
         if (transport.worldSize() > 1) {
-            DocumentAgreement.require(world, documents);    // a worker with other ids fails every worker, named
+            // a worker with other ids fails every worker, named; per group when each group passes its own examples
+            DocumentAgreement.require(world, documents, whole ? transport.worldSize() : sequenceMembers.length);
         }
         gatherForStep();
 
         int[] positions = ctx.positions();
-        INDArray localFeatures = shard(examples(features, b / d), positions);
-        INDArray localLabels = shard(examples(labels, b / d), positions);
+        int perGroup = whole ? b / d : 0;                       // 0: the batch is this group's already
+        INDArray localFeatures = shard(examples(features, perGroup), positions);
+        INDArray localLabels = shard(examples(labels, perGroup), positions);
         INDArray localMask = batch.getLabelsMaskArray() == null ? null
-                : shard(examples(batch.getLabelsMaskArray(), b / d), positions);
+                : shard(examples(batch.getLabelsMaskArray(), perGroup), positions);
         net.setData(localFeatures, localLabels, localMask);
         try (SequenceParallel.Scope s = SequenceParallel.enter(ctx);
-             PackedSequences.Scope p = PackedSequences.enter(examples(documents, b / d))) {
+             PackedSequences.Scope p = PackedSequences.enter(examples(documents, perGroup))) {
             net.computeGradientAndScore();
         } finally {
             gatherPerLayer = false;
@@ -672,8 +695,8 @@ public final class DistributedTrainer {
     /** This worker's data-parallel group's examples. */
     /** This data-parallel group's examples' documents (whole sequences: every member looks up its positions). */
     private Documents examples(Documents documents, int perGroup) {
-        if (documents == null) {
-            return null;
+        if (documents == null || perGroup == 0) {
+            return documents;
         }
         int[][] ids = new int[perGroup][];
         for (int i = 0; i < perGroup; i++) {
@@ -683,6 +706,9 @@ public final class DistributedTrainer {
     }
 
     private INDArray examples(INDArray a, int perGroup) {
+        if (perGroup == 0) {
+            return a;
+        }
         INDArrayIndex[] idx = all(a.rank());
         idx[0] = NDArrayIndex.interval((long) dataIndex * perGroup, (long) (dataIndex + 1) * perGroup);
         return a.get(idx);
