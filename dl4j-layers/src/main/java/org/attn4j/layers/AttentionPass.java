@@ -3,6 +3,7 @@ package org.attn4j.layers;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionGradients;
+import org.attn4j.ops.linear.LinearAttentionOutput;
 import org.attn4j.ops.linear.SequenceParallelLinearAttention;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -38,6 +39,14 @@ final class AttentionPass<F extends SequenceParallelAttention.Pass> {
     /** This worker's output rows {@code [B, H, n, D]}. */
     INDArray output() {
         return pass.output();
+    }
+
+    /** The state after the last position of a linear attention pass on one device ({@code kvOut}). */
+    INDArray linearState() {
+        if (!(pass instanceof LinearAttentionOutput out)) {
+            throw new IllegalStateException("not a one-device linear attention pass: " + algorithm);
+        }
+        return out.kvOut();
     }
 
     /** This worker's log-sum-exp rows, or null for linear attention. */

@@ -13,7 +13,9 @@ import static org.attn4j.layers.LinearAttentionParamInitializer.WV;
 
 import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
+import org.attn4j.ops.linear.LocalLinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
+import org.deeplearning4j.exception.DL4JInvalidInputException;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -120,8 +122,9 @@ public class LinearAttentionLayerImpl
         INDArray k = AttentionRows.toHeads(kRows, b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(vRows, b, n, c.getNKvHeads());
         Decay decay = decay(training, workspaceMgr);
-        AttentionPass<?> a = AttentionPass.forwardLinear(SequenceParallel.linear(c.layerType() + " " + layerId(), b, n,
-                maskArray != null, op(), decay, c.isCausal()), q, k, v);
+        AttentionPass<?> a = stepping() ? step(q, k, v, decay)
+                : AttentionPass.forwardLinear(SequenceParallel.linear(c.layerType() + " " + layerId(), b, n,
+                        maskArray != null, op(), decay, c.isCausal()), q, k, v);
 
         INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray invRms = Transforms.pow(merged.mul(merged).mean(true, 1).addi(LinearAttentionLayer.NORM_EPS), -0.5,
@@ -130,6 +133,33 @@ public class LinearAttentionLayerImpl
         INDArray gained = normed.mulRowVector(getParamWithNoise(GAIN, training, workspaceMgr));
         INDArray z = project(gained, WO, BO, training, workspaceMgr);
         return new Saved(input, maskArray, rowMask, decay, x, q, k, v, a, invRms, normed, gained, z);
+    }
+
+    /** Key of the {@code D x D} state per head in {@link #stepState}. */
+    private static final String KV = "kv";
+
+    /**
+     * One {@code rnnTimeStep}: the new steps continue from the state the earlier calls left, {@code [B, H, D, D]}:
+     * O(1) time and memory per new step, whatever the context.
+     *
+     * @throws DL4JInvalidInputException for a layer that is not causal, or a batch that changed size
+     */
+    private AttentionPass<?> step(INDArray q, INDArray k, INDArray v, Decay decay) {
+        LinearAttentionLayer c = layerConf();
+        if (!c.isCausal()) {
+            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep needs a causal "
+                    + "layer (a step of a non-causal one depends on later steps)");
+        }
+        INDArray kv = stepState.get(KV);
+        if (kv != null && kv.size(0) != q.size(0)) {
+            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep continues "
+                    + kv.size(0) + " sequences, got a batch of " + q.size(0)
+                    + "; call rnnClearPreviousState() to start new ones");
+        }
+        AttentionPass<?> a = AttentionPass.forwardLinear(new LocalLinearAttention(op(), decay, true)
+                .withIncomingState(kv), q, k, v);
+        keep(KV, a.linearState());
+        return a;
     }
 
     /** The decay of this pass: none when not causal, {@code sigmoid(theta)} when learned, else the configured. */

@@ -93,6 +93,20 @@ public class PositionalEmbeddingLayerImpl
         return dz;
     }
 
+    /** The positions of the next {@code n} steps of {@code rnnTimeStep}: they continue where the last call ended. */
+    private int[] nextPositions(int n) {
+        int from = keptInt(NEXT, 0);
+        keep(NEXT, from + n);
+        int[] positions = new int[n];
+        for (int t = 0; t < n; t++) {
+            positions[t] = from + t;
+        }
+        return positions;
+    }
+
+    /** Key of the next position in {@link #stepState}. */
+    private static final String NEXT = "next";
+
     /** Example {@code e}'s rows of a column {@code [B*N, 1]}. */
     private static INDArray steps(INDArray column, long e, int n) {
         return column.get(NDArrayIndex.interval(e * n, (e + 1) * n), NDArrayIndex.all());
@@ -107,7 +121,7 @@ public class PositionalEmbeddingLayerImpl
     private int[] positions() {
         PositionalEmbeddingLayer c = layerConf();
         int n = (int) timeSteps();
-        int[] positions = SequenceParallel.positions(NAME + " " + layerId(), n);
+        int[] positions = stepping() ? nextPositions(n) : SequenceParallel.positions(NAME + " " + layerId(), n);
         for (int t = 0; t < n; t++) {
             if (positions[t] < 0 || positions[t] >= c.getMaxLength()) {
                 throw new DL4JInvalidInputException(NAME + " " + layerId() + ": time step " + t + " is at position "

@@ -1,9 +1,12 @@
 package org.attn4j.layers;
 
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
 
 import org.deeplearning4j.exception.DL4JInvalidInputException;
 import org.deeplearning4j.nn.api.MaskState;
+import org.deeplearning4j.nn.api.layers.RecurrentLayer;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.gradient.DefaultGradient;
@@ -13,7 +16,9 @@ import org.deeplearning4j.nn.workspace.ArrayType;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.common.primitives.Pair;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * The forward and backward plumbing attn4j's layer implementations share (attention, linear attention, layer
@@ -23,6 +28,12 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * for backprop, DL4J's gradient table, the per-step mask, the RNN layouts, and the use of the layer's parameters
  * that a ZeRO stage-3 trainer turns into a gather ({@link SequenceParallel#useParameters}).
  *
+ * <p>Stateful inference ({@code rnnTimeStep}, DL4J's convention for it in MultiLayerNetwork and ComputationGraph):
+ * {@link #rnnTimeStep} runs the inference forward with {@link #stepping()} true, and a layer that carries something
+ * from one call to the next (a key/value cache, a state, the next position) keeps it in {@link #stepState}, which
+ * {@code rnnClearPreviousState} empties. Truncated BPTT is not used by these layers: its calls run the ordinary
+ * passes.
+ *
  * <p>Inside, activations are handled as rows {@code [B*N, features]} (row {@code b*N + t}). A training forward
  * runs outside any workspace, so that {@link #backpropGradient} need not recompute what it kept.
  *
@@ -30,9 +41,12 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * @param <S> what the concrete forward keeps for backprop
  */
 public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extends RowLayerImpl.SavedForward>
-        extends BaseLayer<C> {
+        extends BaseLayer<C> implements RecurrentLayer {
 
     private transient S saved;
+    /** What a layer carries from one {@link #rnnTimeStep} to the next; empty at the start of a sequence. */
+    protected transient Map<String, INDArray> stepState = new HashMap<>();
+    private transient boolean stepping;
 
     /**
      * What a forward keeps for backprop: the input and mask it saw (by identity, to tell whether it is still
@@ -209,5 +223,89 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
     public void clear() {
         super.clear();
         saved = null;
+    }
+
+    /**
+     * Keeps {@code value} in {@link #stepState} under {@code key}: a copy outside every workspace, since the
+     * workspaces of this call reuse their memory in the next one.
+     */
+    protected void keep(String key, INDArray value) {
+        try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+            stepState.put(key, value.dup());
+        }
+    }
+
+    /** A number kept in {@link #stepState} under {@code key} (outside every workspace), or {@code absent}. */
+    protected int keptInt(String key, int absent) {
+        INDArray v = stepState.get(key);
+        return v == null ? absent : v.getInt(0);
+    }
+
+    /** Keeps the number {@code value} under {@code key}. */
+    protected void keep(String key, int value) {
+        try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+            stepState.put(key, Nd4j.createFromArray(value));
+        }
+    }
+
+    /** Whether the forward running now is a step of {@code rnnTimeStep} (inference that continues a sequence). */
+    protected boolean stepping() {
+        return stepping;
+    }
+
+    /**
+     * The next steps of the sequences seen so far: the inference forward on {@code input} ({@code [B, nIn, T]} or
+     * {@code [B, T, nIn]}), continuing from what earlier calls left in {@link #stepState}.
+     */
+    @Override
+    public INDArray rnnTimeStep(INDArray input, LayerWorkspaceMgr workspaceMgr) {
+        setInput(input, workspaceMgr);
+        stepping = true;
+        try {
+            return activate(false, workspaceMgr);
+        } finally {
+            stepping = false;
+        }
+    }
+
+    @Override
+    public Map<String, INDArray> rnnGetPreviousState() {
+        return new HashMap<>(stepState);
+    }
+
+    @Override
+    public void rnnSetPreviousState(Map<String, INDArray> stateMap) {
+        stepState = new HashMap<>(stateMap);
+    }
+
+    /** Starts the next {@code rnnTimeStep} at the beginning of a sequence. */
+    @Override
+    public void rnnClearPreviousState() {
+        stepState = new HashMap<>();
+    }
+
+    /** Truncated BPTT's forward: the ordinary forward (these layers keep no state across training segments). */
+    @Override
+    public INDArray rnnActivateUsingStoredState(INDArray input, boolean training, boolean storeLastForTBPTT,
+                                                LayerWorkspaceMgr workspaceMgr) {
+        setInput(input, workspaceMgr);
+        return activate(training, workspaceMgr);
+    }
+
+    @Override
+    public Map<String, INDArray> rnnGetTBPTTState() {
+        return new HashMap<>();
+    }
+
+    @Override
+    public void rnnSetTBPTTState(Map<String, INDArray> state) {
+        // no state across truncated BPTT segments
+    }
+
+    /** Truncated BPTT's backward: the ordinary backward. */
+    @Override
+    public Pair<Gradient, INDArray> tbpttBackpropGradient(INDArray epsilon, int tbpttBackLength,
+                                                          LayerWorkspaceMgr workspaceMgr) {
+        return backpropGradient(epsilon, workspaceMgr);
     }
 }
