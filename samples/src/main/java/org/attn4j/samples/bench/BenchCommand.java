@@ -13,7 +13,8 @@ import picocli.CommandLine.Spec;
         description = "Run a benchmark and write its CSV, chart and markdown table.",
         subcommands = {AttentionBenchCommand.class, LinearBenchCommand.class, ThreadingBenchCommand.class,
             DistributedBenchCommand.class, ClusterBenchCommand.class, ZeroBenchCommand.class, TrainingBenchCommand.class,
-            SameDiffBenchCommand.class, AllBenchCommand.class, TransportBenchCommand.class, PackedBenchCommand.class})
+            SameDiffBenchCommand.class, AllBenchCommand.class, TransportBenchCommand.class, PackedBenchCommand.class,
+            GenerateBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Spec
