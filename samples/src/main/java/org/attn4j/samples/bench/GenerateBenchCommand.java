@@ -56,6 +56,8 @@ public final class GenerateBenchCommand implements Callable<Integer> {
     CommandSpec spec;
 
     private static final int VOCAB = 256;
+    /** Cached steps before the timed ones, inside the context. */
+    private static final int WARM_UP = 8;
 
     @Override
     public Integer call() throws IOException {
@@ -63,8 +65,8 @@ public final class GenerateBenchCommand implements Callable<Integer> {
         Options.atLeast("--tokens", tokens, 1);
         Options.atLeast("--recompute-runs", recomputeRuns, 1);
         for (int c : contexts) {
-            if (c < 1 || c > 1 << 20) {
-                throw new UserInputException("--contexts must be in [1, 1048576], got " + c);
+            if (c <= WARM_UP || c > 1 << 20) {
+                throw new UserInputException("--contexts must be in [" + (WARM_UP + 1) + ", 1048576], got " + c);
             }
         }
         PrintWriter log = spec.commandLine().getOut();
@@ -77,7 +79,7 @@ public final class GenerateBenchCommand implements Callable<Integer> {
                 "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()), machine,
                 "The GPT-like model of `attn4j train` (2 blocks, d-model 64, 4 heads, float32, random weights), "
                         + "batch 1. Cached: the median of " + tokens + " steps of `rnnTimeStep` with one token "
-                        + "after a prompt of C tokens fed in one call. Recompute: the median of " + recomputeRuns
+                        + "after a context of C tokens (a prompt in one call, then " + WARM_UP + " untimed steps). Recompute: the median of " + recomputeRuns
                         + " forward passes over C + 1 tokens, what each new token costs without a cache."));
         md.append("| attention | context C | cached ms / token | recompute ms / token | cached speed-up |\n"
                 + "|---|---:|---:|---:|---:|\n");
@@ -107,7 +109,10 @@ public final class GenerateBenchCommand implements Callable<Integer> {
     /** The median time of one cached step after a prompt of {@code c} tokens, ms. */
     private double cached(ComputationGraph net, int c) {
         net.rnnClearPreviousState();
-        net.rnnTimeStep(tokens(c, 0));
+        net.rnnTimeStep(tokens(c - WARM_UP, 0));
+        for (int i = 0; i < WARM_UP; i++) {                            // untimed: the JIT, the workspaces
+            net.rnnTimeStep(tokens(1, c - WARM_UP + i));
+        }
         double[] ms = new double[tokens];
         for (int i = 0; i < tokens; i++) {
             INDArray one = tokens(1, c + i);
