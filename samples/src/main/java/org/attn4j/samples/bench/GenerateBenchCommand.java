@@ -79,8 +79,9 @@ public final class GenerateBenchCommand implements Callable<Integer> {
                 "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()), machine,
                 "The GPT-like model of `attn4j train` (2 blocks, d-model 64, 4 heads, float32, random weights), "
                         + "batch 1. Cached: the median of " + tokens + " steps of `rnnTimeStep` with one token "
-                        + "after a context of C tokens (a prompt in one call, then " + WARM_UP + " untimed steps). Recompute: the median of " + recomputeRuns
-                        + " forward passes over C + 1 tokens, what each new token costs without a cache."));
+                        + "after a context of C tokens (a prompt in one call, then " + WARM_UP + " untimed steps). "
+                        + "Recompute: the median of " + recomputeRuns + " forward passes over C + 1 tokens, what each "
+                        + "new token costs without a cache."));
         md.append("| attention | context C | cached ms / token | recompute ms / token | cached speed-up |\n"
                 + "|---|---:|---:|---:|---:|\n");
         for (GptGraph.Attention kind : new GptGraph.Attention[] {GptGraph.Attention.FLASH,
@@ -120,7 +121,7 @@ public final class GenerateBenchCommand implements Callable<Integer> {
             net.rnnTimeStep(one);
             ms[i] = (System.nanoTime() - t0) / 1e6;
         }
-        return median(ms);
+        return GemmRate.median(ms);
     }
 
     /** The median time of a forward pass over {@code c + 1} tokens, ms. */
@@ -133,7 +134,7 @@ public final class GenerateBenchCommand implements Callable<Integer> {
             net.outputSingle(all);
             ms[i] = (System.nanoTime() - t0) / 1e6;
         }
-        return median(ms);
+        return GemmRate.median(ms);
     }
 
     /** {@code n} token ids {@code [1, 1, n]}, a fixed pattern from position {@code from}. */
@@ -143,11 +144,5 @@ public final class GenerateBenchCommand implements Callable<Integer> {
             t.putScalar(new int[] {0, 0, i}, (31 * (from + i) + 7) % VOCAB);
         }
         return t;
-    }
-
-    private static double median(double[] x) {
-        double[] s = x.clone();
-        Arrays.sort(s);
-        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
     }
 }

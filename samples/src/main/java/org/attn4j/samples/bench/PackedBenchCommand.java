@@ -115,9 +115,9 @@ public final class PackedBenchCommand implements Callable<Integer> {
         md.append("| op | pass | K = documents | median ms | ratio to K = 1 |\n|---|---|---|---|---|\n");
         for (int o = 0; o < OPS.length; o++) {
             for (int p = 0; p < PASSES.length; p++) {
-                double one = median(ms[o][indexOfOne()][p]);
+                double one = GemmRate.median(ms[o][indexOfOne()][p]);
                 for (int d = 0; d < documents.length; d++) {
-                    double med = median(ms[o][d][p]);
+                    double med = GemmRate.median(ms[o][d][p]);
                     double ratio = med / one;
                     csv.add(String.format(Locale.ROOT, "%s,%s,%d,%d,%.3f,%.4f,%s", OPS[o], PASSES[p], n,
                             documents[d], med, ratio, join(ms[o][d][p])));
@@ -164,12 +164,6 @@ public final class PackedBenchCommand implements Callable<Integer> {
             }
         }
         return (System.nanoTime() - t0) / 1e6;
-    }
-
-    private static double median(double[] x) {
-        double[] s = x.clone();
-        Arrays.sort(s);
-        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
     }
 
     private static String join(double[] x) {
