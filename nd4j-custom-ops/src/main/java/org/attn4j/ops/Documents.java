@@ -202,11 +202,6 @@ public final class Documents {
         return ids[b].clone();
     }
 
-    /** The ids as an INT array {@code [B, N]}. */
-    public INDArray toArray() {
-        return org.nd4j.linalg.factory.Nd4j.createFromArray(ids);
-    }
-
     /** A digest of the ids, equal for equal tables: workers compare it to find a worker with other ids. */
     public long fingerprint() {
         long h = 1125899906842597L;
