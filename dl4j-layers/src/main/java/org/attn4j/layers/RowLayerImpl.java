@@ -241,8 +241,13 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
         return v == null ? absent : v.getInt(0);
     }
 
-    /** Keeps the number {@code value} under {@code key}. */
+    /** Keeps the number {@code value} under {@code key}: in place once there (no allocation per step). */
     protected void keep(String key, int value) {
+        INDArray kept = stepState.get(key);
+        if (kept != null) {
+            kept.putScalar(0, value);
+            return;
+        }
         try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
             stepState.put(key, Nd4j.createFromArray(value));
         }
@@ -268,14 +273,27 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
         }
     }
 
+    /**
+     * A copy of what the layer carries to the next {@link #rnnTimeStep}: the layer updates its own arrays in place
+     * (a cache grows into room it already has), so a state taken here stays as it was.
+     */
     @Override
     public Map<String, INDArray> rnnGetPreviousState() {
-        return new HashMap<>(stepState);
+        return copyOutside(stepState);
     }
 
+    /** Continues from {@code stateMap} (one that {@link #rnnGetPreviousState} gave), copied. */
     @Override
     public void rnnSetPreviousState(Map<String, INDArray> stateMap) {
-        stepState = new HashMap<>(stateMap);
+        stepState = copyOutside(stateMap);
+    }
+
+    private static Map<String, INDArray> copyOutside(Map<String, INDArray> state) {
+        Map<String, INDArray> copy = new HashMap<>();
+        try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+            state.forEach((key, value) -> copy.put(key, value.dup()));
+        }
+        return copy;
     }
 
     /** Starts the next {@code rnnTimeStep} at the beginning of a sequence. */

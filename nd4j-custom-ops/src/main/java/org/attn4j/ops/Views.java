@@ -83,6 +83,24 @@ public final class Views {
                 new BytePointer(src.data().addressPointer()).position(srcOffset * width), n * width);
     }
 
+    /**
+     * Rows {@code [.., D]} from one head to the next in the buffer of a rank-4 array {@code [B, H, N, D]} whose
+     * heads each hold N consecutive rows, or -1: N for a plain array; R >= N for a view of the first N rows of each
+     * head of a plain {@code [B, H, R, D]} array (a key/value cache with room to grow), which the forward kernel
+     * reads in place.
+     */
+    public static long headRows(INDArray a) {
+        if (a.rank() != 4 || a.offset() != 0) {
+            return -1;
+        }
+        long[] st = a.stride();
+        long d = a.size(3);
+        boolean rows = a.ordering() == 'c' && st[3] == 1 && st[2] == d && d > 0 && st[1] % d == 0
+                && st[1] / d >= a.size(2) && st[0] == a.size(1) * st[1]
+                && a.data().length() >= a.size(0) * st[0];
+        return rows ? st[1] / d : -1;
+    }
+
     /** A C-ordered, offset-free copy of {@code a} if it is not one already. */
     public static INDArray plain(INDArray a) {
         boolean plain = a.ordering() == 'c' && !a.isView() && a.offset() == 0

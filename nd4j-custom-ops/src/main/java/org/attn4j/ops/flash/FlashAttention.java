@@ -124,14 +124,20 @@ public final class FlashAttention {
         AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
         checkScale(scale);
         INDArray qc = Views.plain(q);
-        INDArray kc = Views.plain(k);
-        INDArray vc = Views.plain(v);
+        // Keys and values are read in place when each head's rows are consecutive (a cache with room to grow).
+        long keyRows = Views.headRows(k);
+        boolean inPlace = keyRows > 0 && keyRows == Views.headRows(v);
+        INDArray kc = inPlace ? k : Views.plain(k);
+        INDArray vc = inPlace ? v : Views.plain(v);
+        long rowsPerHead = inPlace ? keyRows : s.keys();
         INDArray out = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries(), s.headDim());
         INDArray lse = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries());
         TilePlan plan = new TilePlan(mask, s, queryBlock, keyBlock);
         int perHead = plan.queryBlocks;
-        WorkerPool.run(threads, s.batch() * s.heads() * perHead,
-                () -> new ForwardKernel(qc, kc, vc, out, lse, s, plan, scale),
+        int items = s.batch() * s.heads() * perHead;
+        double flops = 4.0 * s.batch() * s.heads() * s.queries() * s.keys() * s.headDim();
+        WorkerPool.run(WorkerPool.workers(threads, items, flops), items,
+                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
                         perHead - 1 - item % perHead));

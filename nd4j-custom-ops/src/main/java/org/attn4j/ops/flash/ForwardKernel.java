@@ -25,6 +25,7 @@ final class ForwardKernel {
     private final INDArray q;
     private final INDArray k;
     private final INDArray v;
+    private final long keyRows;
     private final INDArray out;
     private final INDArray lse;
     private final AttentionShapes s;
@@ -33,11 +34,13 @@ final class ForwardKernel {
     private final DataType type;
     private final TileMath math;
 
-    ForwardKernel(INDArray q, INDArray k, INDArray v, INDArray out, INDArray lse, AttentionShapes s,
+    /** {@code keyRows}: rows from one K/V head to the next in k's and v's buffers (at least the number of keys). */
+    ForwardKernel(INDArray q, INDArray k, INDArray v, long keyRows, INDArray out, INDArray lse, AttentionShapes s,
                   TilePlan plan, double scale) {
         this.q = q;
         this.k = k;
         this.v = v;
+        this.keyRows = keyRows;
         this.out = out;
         this.lse = lse;
         this.s = s;
@@ -54,7 +57,7 @@ final class ForwardKernel {
         // Scores in the base of the tile math's powers: s log_base(e), so base^s' = e^s.
         double unit = math.base() == 2.0 ? 1.0 / Math.log(2.0) : 1.0;
         long qRow0 = ((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb);
-        long kRow0 = ((long) b * s.kvHeads() + h / s.group()) * s.keys();
+        long kRow0 = ((long) b * s.kvHeads() + h / s.group()) * keyRows;
         INDArray acc = buffer(0, rows, d);
         boolean first = true;
         double[] m = new double[rows];

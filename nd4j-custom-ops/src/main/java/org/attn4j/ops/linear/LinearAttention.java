@@ -155,7 +155,9 @@ public final class LinearAttention {
                 s.headDim());
         int perHead = plan.chunks;
         int heads = s.batch() * s.heads();
-        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, heads * perHead), false);
+        // Per token: the state's update and read (4 D^2) and the intra-chunk products (4 chunk D).
+        double flops = 4.0 * heads * s.queries() * s.headDim() * (s.headDim() + plan.chunk);
+        ChunkKernel[] kernels = kernels(s, plan, WorkerPool.workers(threads, heads * perHead, flops), false);
         WorkerPool.run(kernels.length, heads * perHead, w -> kernels[w],
                 (kern, i) -> kern.forwardIntra(qc, kc, vc, out, states, i / perHead / s.heads(),
                         i / perHead % s.heads(), i % perHead));

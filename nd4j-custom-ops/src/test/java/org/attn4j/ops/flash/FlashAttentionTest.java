@@ -121,6 +121,42 @@ class FlashAttentionTest {
         checkAgainstReference(7, DataType.DOUBLE, 2, 4, 2, 37, 150, 8, mask, 1e-12, SMALL_TILES);
     }
 
+    /**
+     * Keys and values as the first rows of each head of larger buffers (a decoding cache with room to grow, read in
+     * place by the forward kernel), and as views that are not (rows from the middle, every other row): all equal
+     * the reference on the same values.
+     */
+    @Test
+    void keysAndValuesThatAreViewsOfLargerBuffersMatchTheReference() {
+        int nk = 150;
+        INDArray qAll = randn(51, DataType.DOUBLE, 2, 4, 37, 16);
+        INDArray kBuffer = randn(52, DataType.DOUBLE, 2, 2, 2 * nk + 9, 16);
+        INDArray vBuffer = randn(53, DataType.DOUBLE, 2, 2, 2 * nk + 9, 16);
+        INDArray g = randn(54, DataType.DOUBLE, 2, 4, 37, 16);
+        int[] qPos = new int[37];
+        for (int i = 0; i < qPos.length; i++) {
+            qPos[i] = nk - qPos.length + i;
+        }
+        AttentionMask mask = AttentionMask.builder().causal(true).window(90).queryPositions(qPos).build();
+        INDArray[][] views = {
+            {rows(kBuffer, NDArrayIndex.interval(0, nk)), rows(vBuffer, NDArrayIndex.interval(0, nk))},
+            {rows(kBuffer, NDArrayIndex.interval(9, nk + 9)), rows(vBuffer, NDArrayIndex.interval(9, nk + 9))},
+            {rows(kBuffer, NDArrayIndex.interval(0, 2, 2 * nk)), rows(vBuffer, NDArrayIndex.interval(0, 2, 2 * nk))}};
+        for (INDArray[] kv : views) {
+            for (FlashAttention op : new FlashAttention[] {SMALL_TILES, FlashAttention.defaults()}) {
+                checkAgainstReference(qAll, kv[0], kv[1], g, mask, 1e-12, op, "keys " + java.util.Arrays.toString(
+                        kv[0].stride()) + " at offset " + kv[0].offset() + ", " + op);
+            }
+        }
+        assertEquals(2 * nk + 9, org.attn4j.ops.Views.headRows(views[0][0]), "the first view is read in place");
+        assertEquals(-1, org.attn4j.ops.Views.headRows(views[1][0]));
+        assertEquals(-1, org.attn4j.ops.Views.headRows(views[2][0]));
+    }
+
+    private static INDArray rows(INDArray buffer, org.nd4j.linalg.indexing.INDArrayIndex rows) {
+        return buffer.get(NDArrayIndex.all(), NDArrayIndex.all(), rows, NDArrayIndex.all());
+    }
+
     @Test
     void equalsContiguousResultUnderStripedPositions() {
         long seed = 11;

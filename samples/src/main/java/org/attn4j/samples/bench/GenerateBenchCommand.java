@@ -39,14 +39,14 @@ public final class GenerateBenchCommand implements Callable<Integer> {
             description = "Context lengths (default: ${DEFAULT-VALUE}).")
     int[] contexts;
 
-    @Option(names = "--tokens", paramLabel = "T", defaultValue = "32",
+    @Option(names = "--tokens", paramLabel = "T", defaultValue = "64",
             description = "Cached steps timed per context; their median is reported (default: ${DEFAULT-VALUE}).")
     int tokens;
 
-    @Option(names = "--recompute-runs", paramLabel = "R", defaultValue = "3",
-            description = "Full forward passes timed per context; their median is reported (default: "
-                    + "${DEFAULT-VALUE}).")
-    int recomputeRuns;
+    @Option(names = "--rounds", paramLabel = "R", defaultValue = "3",
+            description = "Rounds over the contexts, each timing the cached steps and one forward pass per context; "
+                    + "the median round is reported (default: ${DEFAULT-VALUE}).")
+    int rounds;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
             description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}).")
@@ -58,12 +58,14 @@ public final class GenerateBenchCommand implements Callable<Integer> {
     private static final int VOCAB = 256;
     /** Cached steps before the timed ones, inside the context. */
     private static final int WARM_UP = 8;
+    /** Untimed steps per model before its first context. */
+    private static final int JIT_STEPS = 1000;
 
     @Override
     public Integer call() throws IOException {
         Options.outputDirectory("--out", out);
         Options.atLeast("--tokens", tokens, 1);
-        Options.atLeast("--recompute-runs", recomputeRuns, 1);
+        Options.atLeast("--rounds", rounds, 1);
         for (int c : contexts) {
             if (c <= WARM_UP || c > 1 << 20) {
                 throw new UserInputException("--contexts must be in [" + (WARM_UP + 1) + ", 1048576], got " + c);
@@ -79,23 +81,35 @@ public final class GenerateBenchCommand implements Callable<Integer> {
                 "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()), machine,
                 "The GPT-like model of `attn4j train` (2 blocks, d-model 64, 4 heads, float32, random weights), "
                         + "batch 1. Cached: the median of " + tokens + " steps of `rnnTimeStep` with one token "
-                        + "after a context of C tokens (a prompt in one call, then " + WARM_UP + " untimed steps). "
-                        + "Recompute: the median of " + recomputeRuns + " forward passes over C + 1 tokens, what each "
-                        + "new token costs without a cache."));
+                        + "after a context of C tokens (a prompt in one call, then " + WARM_UP + " untimed steps; before the "
+                        + "first context, " + JIT_STEPS + " untimed steps for the JIT). "
+                        + "Recompute: a forward pass over C + 1 tokens, what each new token costs without a cache. "
+                        + "Both are taken in each of " + rounds + " rounds over the contexts (against drifts of "
+                        + "the machine's load) and the median round is reported."));
         md.append("| attention | context C | cached ms / token | recompute ms / token | cached speed-up |\n"
                 + "|---|---:|---:|---:|---:|\n");
         for (GptGraph.Attention kind : new GptGraph.Attention[] {GptGraph.Attention.FLASH,
             GptGraph.Attention.LINEAR}) {
             ComputationGraph net = new GptGraph(VOCAB, longest, 64, 4, 4, 2, kind, DataType.FLOAT, 1e-3, 1).build();
-            for (int c : contexts) {
-                double cached = cached(net, c);
-                double recompute = recompute(net, c);
-                csv.add(String.format(Locale.ROOT, "%s,%d,%.4f,%.4f,%.2f", kind.cliName(), c, cached, recompute,
-                        recompute / cached));
-                md.append(String.format(Locale.ROOT, "| %s | %d | %.3f | %.2f | %.1fx |%n", kind.cliName(), c, cached,
-                        recompute, recompute / cached));
+            warmUp(net, Arrays.stream(contexts).min().orElse(WARM_UP + 1));
+            double[][] cached = new double[contexts.length][rounds];
+            double[][] recompute = new double[contexts.length][rounds];
+            for (int r = 0; r < rounds; r++) {
+                for (int i = 0; i < contexts.length; i++) {
+                    cached[i][r] = cached(net, contexts[i]);
+                    recompute[i][r] = recompute(net, contexts[i], r == 0);
+                }
+            }
+            for (int i = 0; i < contexts.length; i++) {
+                int c = contexts[i];
+                double step = GemmRate.median(cached[i]);
+                double full = GemmRate.median(recompute[i]);
+                csv.add(String.format(Locale.ROOT, "%s,%d,%.4f,%.4f,%.2f", kind.cliName(), c, step, full,
+                        full / step));
+                md.append(String.format(Locale.ROOT, "| %s | %d | %.3f | %.2f | %.1fx |%n", kind.cliName(), c, step,
+                        full, full / step));
                 log.printf(Locale.ROOT, "%-6s C=%-6d cached %8.3f ms/token  recompute %9.2f ms/token  %.1fx%n",
-                        kind.cliName(), c, cached, recompute, recompute / cached);
+                        kind.cliName(), c, step, full, full / step);
                 log.flush();
             }
         }
@@ -105,6 +119,18 @@ public final class GenerateBenchCommand implements Callable<Integer> {
         log.printf("wrote %s and the 'generate' section of %s%n", out.resolve("bench-generate.csv"),
                 out.resolve("benchmarks.md"));
         return 0;
+    }
+
+    /**
+     * Untimed: a prompt of {@code c} tokens and {@link #JIT_STEPS} steps after it, so that the JIT has compiled the
+     * one-query paths before the first timed context (they differ from the prompt's).
+     */
+    private static void warmUp(ComputationGraph net, int c) {
+        net.rnnClearPreviousState();
+        net.rnnTimeStep(tokens(c, 0));
+        for (int i = 0; i < JIT_STEPS; i++) {
+            net.rnnTimeStep(tokens(1, c + i));
+        }
     }
 
     /** The median time of one cached step after a prompt of {@code c} tokens, ms. */
@@ -124,17 +150,15 @@ public final class GenerateBenchCommand implements Callable<Integer> {
         return GemmRate.median(ms);
     }
 
-    /** The median time of a forward pass over {@code c + 1} tokens, ms. */
-    private double recompute(ComputationGraph net, int c) {
+    /** The time of a forward pass over {@code c + 1} tokens, ms (after an untimed one when {@code warm}). */
+    private static double recompute(ComputationGraph net, int c, boolean warm) {
         INDArray all = tokens(c + 1, 0);
-        net.outputSingle(all);                                       // warm-up
-        double[] ms = new double[recomputeRuns];
-        for (int i = 0; i < recomputeRuns; i++) {
-            long t0 = System.nanoTime();
+        if (warm) {
             net.outputSingle(all);
-            ms[i] = (System.nanoTime() - t0) / 1e6;
         }
-        return GemmRate.median(ms);
+        long t0 = System.nanoTime();
+        net.outputSingle(all);
+        return (System.nanoTime() - t0) / 1e6;
     }
 
     /** {@code n} token ids {@code [1, 1, n]}, a fixed pattern from position {@code from}. */

@@ -10,6 +10,7 @@ import java.util.Random;
 import java.util.concurrent.Callable;
 
 import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.samples.UserInputException;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.util.ModelSerializer;
@@ -98,17 +99,19 @@ public final class GenerateCommand implements Callable<Integer> {
         long layers = attentionLayers(net);
         long cacheBytes = perToken * Math.min(window, start.length + length);
         if (cacheBytes > maxCacheMb * 1e6) {
-            throw new UserInputException(String.format(Locale.ROOT, "the key/value cache would need %.1f MB (%d bytes "
-                    + "per token in each of %d attention layers, %d tokens), over --max-cache-mb %.1f",
+            throw new UserInputException(String.format(Locale.ROOT, "the key/value cache would need %.3f MB (%d bytes "
+                    + "per token in each of %d attention layers, %d tokens), over --max-cache-mb %s",
                     cacheBytes / 1e6, layers == 0 ? 0 : perToken / layers, layers,
-                    Math.min(window, start.length + length), maxCacheMb));
+                    Math.min(window, start.length + length),
+                    java.math.BigDecimal.valueOf(maxCacheMb).stripTrailingZeros().toPlainString()));
         }
         byte[] text = new byte[start.length + length];
         System.arraycopy(start, 0, text, 0, start.length);
         Random rnd = new Random(seed);
         long t0 = System.nanoTime();
         int from = Math.max(0, start.length - window);
-        double[] next = prefill(net, text, from, start.length);
+        int steps = (int) Math.min(window, start.length + length);
+        double[] next = prefill(net, text, from, start.length, steps);
         long t1 = System.nanoTime();
         int fed = start.length - from;                           // positions used so far
         for (int i = start.length; i < text.length; i++) {
@@ -117,7 +120,7 @@ public final class GenerateCommand implements Callable<Integer> {
                 break;
             }
             if (fed == window) {                                 // no position left: feed the latest half again
-                next = prefill(net, text, i + 1 - window / 2, i + 1);
+                next = prefill(net, text, i + 1 - window / 2, i + 1, window);
                 fed = window / 2;
             } else {
                 INDArray in = Nd4j.zeros(DataType.FLOAT, 1, 1, 1).putScalar(0, text[i] & 0xff);
@@ -126,21 +129,26 @@ public final class GenerateCommand implements Callable<Integer> {
             }
         }
         long t2 = System.nanoTime();
+        long allocated = KeyValueCaches.bytes(net);
         PrintWriter o = spec.commandLine().getOut();
         o.println(new String(text, StandardCharsets.UTF_8));
         o.flush();
         PrintWriter e = spec.commandLine().getErr();
         e.printf(Locale.ROOT, "generated %d bytes in %.2f s: %.1f tokens/s (prompt of %d bytes in %.1f ms); key/value "
-                        + "cache %d bytes per token per layer, %d attention layers, at most %.2f MB%n", length,
+                        + "cache %d bytes per token per layer, %d attention layers, %.2f MB allocated%n", length,
                 (t2 - t1) / 1e9, length / ((t2 - t1) / 1e9), start.length - from, (t1 - t0) / 1e6,
-                layers == 0 ? 0 : perToken / layers, layers, cacheBytes / 1e6);
+                layers == 0 ? 0 : perToken / layers, layers, allocated / 1e6);
         e.flush();
         return 0;
     }
 
-    /** Clears the network's state and feeds {@code text[from, to)} in one call: the distribution after it. */
-    private static double[] prefill(ComputationGraph net, byte[] text, int from, int to) {
+    /**
+     * Clears the network's state and feeds {@code text[from, to)} in one call: the distribution after it. The caches
+     * are allocated here, once, for {@code steps} steps.
+     */
+    private static double[] prefill(ComputationGraph net, byte[] text, int from, int to, int steps) {
         net.rnnClearPreviousState();
+        KeyValueCaches.reserve(net, steps);
         INDArray in = Nd4j.zeros(DataType.FLOAT, 1, 1, to - from);
         for (int t = from; t < to; t++) {
             in.putScalar(new int[] {0, 0, t - from}, text[t] & 0xff);
@@ -159,7 +167,7 @@ public final class GenerateCommand implements Callable<Integer> {
         long bytes = 0;
         for (org.deeplearning4j.nn.api.Layer l : net.getLayers()) {
             if (l.conf().getLayer() instanceof FlashAttentionLayer f) {
-                bytes += 2L * f.getNKvHeads() * (f.getNOut() / f.getNHeads()) * Float.BYTES;
+                bytes += KeyValueCaches.bytesPerStep(f, Float.BYTES);
             }
         }
         return bytes;

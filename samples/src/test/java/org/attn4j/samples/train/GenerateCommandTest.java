@@ -5,7 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Locale;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.CliRun;
@@ -34,6 +37,19 @@ class GenerateCommandTest {
         String out = gen.out().strip();
         assertTrue(out.startsWith("the cat sat on the"), out);
         assertTrue(out.contains("mat"), "greedy continuation should reproduce the corpus: " + out);
+        // 18 + 24 bytes pass the 32 positions: the cache is reserved for 32 steps, allocated once, then again for
+        // the second prompt; what it reports allocated is read from the layers' buffers.
+        Matcher m = Pattern.compile("cache (\\d+) bytes per token per layer, (\\d+) attention layers, ([0-9.]+) MB "
+                + "allocated").matcher(gen.err());
+        assertTrue(m.find(), gen.err());
+        assertEquals(2 * 32 * 4, Integer.parseInt(m.group(1)), "K and V, 32 features of float32: " + gen.err());
+        assertEquals(String.format(Locale.ROOT, "%.2f", 32 * 256 * Integer.parseInt(m.group(2)) / 1e6), m.group(3));
+
+        CliRun small = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the cat sat on the",
+                "--length", "24", "--max-cache-mb", "0.001");
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, small.exitCode(), small.err());
+        assertEquals(1, small.err().strip().lines().count(), small.err());
+        assertTrue(small.err().contains("over --max-cache-mb 0.001"), small.err());
     }
 
     @Test

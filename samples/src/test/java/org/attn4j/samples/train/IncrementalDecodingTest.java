@@ -1,10 +1,15 @@
 package org.attn4j.samples.train;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Random;
 
 import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.LinearAttentionLayer;
 import org.attn4j.layers.PositionalEmbeddingLayer;
@@ -111,5 +116,65 @@ class IncrementalDecodingTest {
             }
             assertSame("network with " + a.getClass().getSimpleName() + " " + a, full, parts);
         }
+    }
+
+    /**
+     * Steps of several tokens after the prompt, a state taken with {@code rnnGetPreviousState} and continued twice
+     * (the second continuation from the same state), and a reserved cache: all equal the full pass.
+     */
+    @Test
+    void unevenStepsAndARestoredStateEqualTheFullPass() {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        Layer[] attention = {
+            new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(4).nKvHeads(2).causal(true).build(),
+            new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(4).nKvHeads(1).causal(true).slidingWindow(5)
+                    .build(),
+            new LinearAttentionLayer.Builder().nIn(16).nOut(16).nHeads(2).causal(true).decay(0.9).build()};
+        int[] cuts = {0, 3, 4, 9, 10, 17, 18, 19, 27, 31, N};
+        int restoreAt = 5;                                               // cut index after which the state is taken
+        for (Layer a : attention) {
+            MultiLayerNetwork net = mln(a);
+            INDArray x = tokens(11, 2, N);
+            INDArray full = net.output(x);
+            for (int reserve : new int[] {0, N}) {
+                net.rnnClearPreviousState();
+                KeyValueCaches.reserve(net, reserve);
+                INDArray[] parts = new INDArray[cuts.length - 1];
+                List<Map<String, INDArray>> taken = new ArrayList<>();
+                for (int i = 0; i + 1 < cuts.length; i++) {
+                    parts[i] = net.rnnTimeStep(steps(x, cuts[i], cuts[i + 1]));
+                    for (int l = 1; i == restoreAt && l <= 2; l++) {      // positions, attention
+                        taken.add(net.rnnGetPreviousState(l));
+                    }
+                }
+                assertSame(a + " reserve " + reserve, full, parts);
+                net.rnnSetPreviousState(1, taken.get(0));
+                net.rnnSetPreviousState(2, taken.get(1));
+                for (int i = restoreAt + 1; i + 1 < cuts.length; i++) {
+                    parts[i] = net.rnnTimeStep(steps(x, cuts[i], cuts[i + 1]));
+                }
+                assertSame(a + " reserve " + reserve + ", continued from a taken state", full, parts);
+            }
+        }
+    }
+
+    /** A reserved cache is allocated once at that size; without a reservation it doubles when full. */
+    @Test
+    void aReservedCacheHoldsWhatWasReserved() {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        MultiLayerNetwork net = mln(new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(4).nKvHeads(2)
+                .causal(true).build());
+        long perStep = KeyValueCaches.bytesPerStep((FlashAttentionLayer) net.getLayer(2).conf().getLayer(), 8);
+        assertEquals(2 * 2 * 4 * 8, perStep);
+        INDArray x = tokens(2, 1, N);
+        KeyValueCaches.reserve(net, 33);
+        net.rnnTimeStep(steps(x, 0, 10));
+        assertEquals(33 * perStep, KeyValueCaches.bytes(net));
+        net.rnnTimeStep(steps(x, 10, 33));
+        assertEquals(33 * perStep, KeyValueCaches.bytes(net));
+        net.rnnTimeStep(steps(x, 33, 34));                                // full: doubles what it needs
+        assertEquals(68 * perStep, KeyValueCaches.bytes(net));
+        net.rnnClearPreviousState();
+        assertEquals(0, KeyValueCaches.bytes(net));
     }
 }
