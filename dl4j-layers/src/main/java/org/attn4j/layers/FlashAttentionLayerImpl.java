@@ -9,8 +9,14 @@ import static org.attn4j.layers.FlashAttentionParamInitializer.WO;
 import static org.attn4j.layers.FlashAttentionParamInitializer.WQ;
 import static org.attn4j.layers.FlashAttentionParamInitializer.WV;
 
+import java.util.Arrays;
+import java.util.stream.IntStream;
+
+import org.attn4j.ops.Documents;
+import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.ops.flash.LocalAttention;
 import org.deeplearning4j.exception.DL4JInvalidInputException;
@@ -20,6 +26,8 @@ import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+import org.nd4j.linalg.indexing.SpecifiedIndex;
 
 /**
  * Implementation of {@link FlashAttentionLayer}: hand-written forward and backward around the attention of
@@ -60,13 +68,13 @@ public class FlashAttentionLayerImpl
     }
 
     /**
-     * Keys of {@link #stepState}: the cache's keys and values {@code [B, Hkv, capacity, D]}, the steps they hold,
-     * the position of the first one, the position of the next step.
+     * Keys of {@link #stepState}: the cache's keys and values {@code [B, Hkv, capacity, D]} and their global
+     * positions {@code [capacity]} (ascending), the steps they hold, the position of the next step (one device).
      */
     private static final String K = "k";
     private static final String V = "v";
+    private static final String POSITIONS = "positions";
     private static final String LENGTH = "length";
-    private static final String FIRST = "first";
     private static final String NEXT = "next";
     /** Rows of the smallest cache allocated when nothing was reserved. */
     private static final int LEAST_CAPACITY = 64;
@@ -95,89 +103,148 @@ public class FlashAttentionLayerImpl
 
     /**
      * One {@code rnnTimeStep}: the new steps' queries attend to the cached keys and values of the steps seen so far
-     * and to their own (causal, by global position; a sliding window of W keeps only the last W keys), with the flash
+     * and to their own (causal, by global position; a sliding window of W sees only the last W keys), with the flash
      * kernel reading the cache in place. The cache holds K and V as the layer computes them, GQA-sized, in buffers
-     * with room to grow: a step appends to them (a window's cache moves its last W keys to the front when full).
+     * with room to grow. On a worker of a sequence-parallel group, a prefill runs the group's algorithm on the
+     * worker's shard and caches the shard's keys; decoding then keeps each new step's key on one worker
+     * ({@link SequenceParallel.Decoding#keeps}) and merges the workers' partial attention.
      *
-     * @throws DL4JInvalidInputException for a layer that is not causal, or a batch that changed size
+     * @throws DL4JInvalidInputException for a layer that is not causal, a per-step mask, or a batch that changed
+     *                                   size
      */
     private AttentionPass<?> cachedStep(INDArray q, INDArray k, INDArray v) {
         FlashAttentionLayer c = layerConf();
+        String name = c.layerType() + " " + layerId();
         if (!c.isCausal()) {
-            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep needs a causal "
-                    + "layer (a query of a non-causal one sees later steps, which are not there yet)");
+            throw new DL4JInvalidInputException(name + ": rnnTimeStep needs a causal layer (a query of a non-causal "
+                    + "one sees later steps, which are not there yet)");
         }
         if (maskArray != null) {
-            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep takes no per-step "
-                    + "mask; step each sequence on its own or without padding");
+            throw new DL4JInvalidInputException(name + ": rnnTimeStep takes no per-step mask; step each sequence on "
+                    + "its own or without padding");
         }
         INDArray cachedK = stepState.get(K);
         if (cachedK != null && cachedK.size(0) != q.size(0)) {
-            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep continues "
-                    + cachedK.size(0) + " sequences, got a batch of " + q.size(0)
-                    + "; call rnnClearPreviousState() to start new ones");
+            throw new DL4JInvalidInputException(name + ": rnnTimeStep continues " + cachedK.size(0) + " sequences, got "
+                    + "a batch of " + q.size(0) + "; call rnnClearPreviousState() to start new ones");
         }
         int n = (int) q.size(2);
-        int length = keptInt(LENGTH, 0);
-        if (cachedK == null || length + n > cachedK.size(2)) {
-            length = makeRoom(k, length, n);
+        SequenceParallel.Context group = SequenceParallel.current();
+        if (group != null && group.decoding() == null) {            // a sequence-parallel prefill
+            if (cachedK != null) {
+                throw new DL4JInvalidInputException(name + ": a sequence-parallel prefill starts a sequence; call "
+                        + "rnnClearPreviousState() first");
+            }
+            AttentionPass<?> a = AttentionPass.forward(SequenceParallel.softmax(name, q.size(0), n, true,
+                    c.getSlidingWindow(), null), q, k, v, c.effectiveScale());
+            append(k, v, group.positions());
+            return a;
         }
-        int first = keptInt(FIRST, 0);
-        int next = keptInt(NEXT, 0);
-        INDArray keys = stepState.get(K);
-        INDArray values = stepState.get(V);
-        steps(keys, length, n).assign(k);
-        steps(values, length, n).assign(v);
-        length += n;
         int[] qPos = new int[n];
-        int[] kPos = new int[length];
+        if (group == null) {
+            int next = keptInt(NEXT, 0);
+            Arrays.setAll(qPos, t -> next + t);
+            append(k, v, qPos);
+            keep(NEXT, next + n);
+        } else {
+            qPos = group.positions();
+            appendKept(k, v, qPos, group.decoding());
+        }
+        int length = keptInt(LENGTH, 0);
+        AttentionOutput local;
+        if (length == 0) {                                          // a worker that holds no key yet
+            local = new AttentionOutput(Nd4j.zeros(q.dataType(), q.shape()),
+                    Nd4j.valueArrayOf(new long[] {q.size(0), q.size(1), n}, Double.NEGATIVE_INFINITY, q.dataType()));
+        } else {
+            AttentionMask mask = AttentionMask.builder().causal(true).window(c.getSlidingWindow()).queryPositions(qPos)
+                    .keyPositions(cachedPositions(length)).build();
+            local = FlashAttention.defaults().forward(q, steps(stepState.get(K), 0, length),
+                    steps(stepState.get(V), 0, length), mask, c.effectiveScale());
+        }
+        AttentionOutput all = group == null ? local : group.decoding().merge(local);
+        return AttentionPass.forward(new Decoded(all), q, k, v, c.effectiveScale());
+    }
+
+    /** The steps of {@code k} and {@code v} at positions this worker keeps while decoding, appended to its cache. */
+    private void appendKept(INDArray k, INDArray v, int[] positions, SequenceParallel.Decoding decoding) {
+        int[] kept = IntStream.range(0, positions.length).filter(t -> decoding.keeps(positions[t])).toArray();
+        if (kept.length == positions.length) {
+            append(k, v, positions);
+        } else if (kept.length > 0) {
+            long[] idx = Arrays.stream(kept).asLongStream().toArray();
+            append(k.get(NDArrayIndex.all(), NDArrayIndex.all(), new SpecifiedIndex(idx), NDArrayIndex.all()),
+                    v.get(NDArrayIndex.all(), NDArrayIndex.all(), new SpecifiedIndex(idx), NDArrayIndex.all()),
+                    Arrays.stream(kept).map(t -> positions[t]).toArray());
+        } else {
+            makeRoom(k, 0, positions.length == 0 ? Integer.MAX_VALUE : positions[0]);   // a window may drop keys
+        }
+    }
+
+    /** Appends the steps of {@code k} and {@code v} (at ascending global {@code positions}) to the cache. */
+    private void append(INDArray k, INDArray v, int[] positions) {
+        int n = positions.length;
+        int length = makeRoom(k, n, positions[0]);
+        steps(stepState.get(K), length, n).assign(k);
+        steps(stepState.get(V), length, n).assign(v);
+        INDArray at = stepState.get(POSITIONS);
         for (int t = 0; t < n; t++) {
-            qPos[t] = next + t;
+            at.putScalar(length + t, positions[t]);
         }
+        keep(LENGTH, length + n);
+    }
+
+    /** The global positions of the first {@code length} cached steps. */
+    private int[] cachedPositions(int length) {
+        INDArray at = stepState.get(POSITIONS);
+        int[] p = new int[length];
         for (int j = 0; j < length; j++) {
-            kPos[j] = first + j;
+            p[j] = at.getInt(j);
         }
-        AttentionMask mask = AttentionMask.builder().causal(true).window(c.getSlidingWindow()).queryPositions(qPos)
-                .keyPositions(kPos).build();
-        AttentionPass<?> a = AttentionPass.forward(new LocalAttention(FlashAttention.defaults(), mask), q,
-                steps(keys, 0, length), steps(values, 0, length), c.effectiveScale());
-        keep(LENGTH, length);
-        keep(NEXT, next + n);
-        return a;
+        return p;
     }
 
     /**
-     * Room for {@code n} more steps after the {@code length} cached ones: a window's cache first drops the keys no
-     * later query sees (all but its last W), then the cache moves to a larger buffer if it must (the reserved size,
-     * else twice what it needs). Returns the steps the cache holds now.
+     * Room for {@code n} more steps, the first of them at global position {@code from}: when the cache is full, a
+     * window's cache first drops the keys no query from {@code from} on sees, then the cache moves to a larger
+     * buffer if it must (the reserved size, else twice what it needs). Returns the steps the cache holds now.
      */
-    private int makeRoom(INDArray k, int length, int n) {
-        int window = layerConf().getSlidingWindow();
-        int drop = window > 0 ? Math.max(0, length - window) : 0;
-        int kept = length - drop;
+    private int makeRoom(INDArray k, int n, int from) {
         INDArray oldK = stepState.get(K);
-        INDArray oldV = stepState.get(V);
+        int length = keptInt(LENGTH, 0);
         long capacity = oldK == null ? 0 : oldK.size(2);
+        if (oldK != null && length + n <= capacity) {
+            return length;
+        }
+        int window = layerConf().getSlidingWindow();
+        int drop = 0;
+        while (window > 0 && drop < length && stepState.get(POSITIONS).getInt(drop) <= (long) from - window) {
+            drop++;
+        }
+        int kept = length - drop;
         try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
             INDArray keys = oldK;
-            INDArray values = oldV;
+            INDArray values = stepState.get(V);
+            INDArray positions = stepState.get(POSITIONS);
             if (kept + n > capacity) {
                 long grown = reserved >= kept + n ? reserved
                         : window > 0 ? Math.max(kept + n, 2L * window + n) : Math.max(LEAST_CAPACITY, 2L * (kept + n));
                 keys = Nd4j.createUninitialized(k.dataType(), k.size(0), k.size(1), grown, k.size(3));
                 values = Nd4j.createUninitialized(k.dataType(), k.size(0), k.size(1), grown, k.size(3));
+                positions = Nd4j.createUninitialized(DataType.INT, grown);
                 reserved = 0;
             }
             if (kept > 0 && (drop > 0 || keys != oldK)) {
                 // Through a copy: with a drop into the same buffer, the two ranges may overlap.
                 steps(keys, 0, kept).assign(steps(oldK, drop, kept).dup());
-                steps(values, 0, kept).assign(steps(oldV, drop, kept).dup());
+                steps(values, 0, kept).assign(steps(stepState.get(V), drop, kept).dup());
+                positions.get(NDArrayIndex.interval(0, kept)).assign(
+                        stepState.get(POSITIONS).get(NDArrayIndex.interval(drop, length)).dup());
             }
             stepState.put(K, keys);
             stepState.put(V, values);
+            stepState.put(POSITIONS, positions);
         }
         keep(LENGTH, kept);
-        keep(FIRST, keptInt(FIRST, 0) + drop);
         return kept;
     }
 
@@ -186,6 +253,25 @@ public class FlashAttentionLayerImpl
         long[] stride = buffer.stride();
         return Nd4j.create(buffer.data(), new long[] {buffer.size(0), buffer.size(1), n, buffer.size(3)}, stride,
                 from * stride[2], 'c', buffer.dataType());
+    }
+
+    /** Attention already computed (a decoding step's): inference only. */
+    private record Decoded(AttentionOutput result) implements SequenceParallelAttention<AttentionOutput> {
+        @Override
+        public AttentionOutput forward(INDArray q, INDArray k, INDArray v, double scale) {
+            return result;
+        }
+
+        @Override
+        public AttentionGradients backward(INDArray q, INDArray k, INDArray v, AttentionOutput forward, INDArray dO,
+                                           double scale) {
+            throw new UnsupportedOperationException("rnnTimeStep is inference: no backward pass");
+        }
+
+        @Override
+        public SequenceParallelAttention<AttentionOutput> withDocuments(Documents documents) {
+            throw new UnsupportedOperationException("rnnTimeStep takes no documents");
+        }
     }
 
     /** Projections, attention and output projection (before the activation), as rows. */

@@ -150,6 +150,11 @@ public class LinearAttentionLayerImpl
             throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep needs a causal "
                     + "layer (a step of a non-causal one depends on later steps)");
         }
+        if (SequenceParallel.current() != null) {
+            throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep on a worker of a "
+                    + "sequence-parallel group is for softmax attention layers; decode linear attention on one "
+                    + "device (its state is O(1) per step)");
+        }
         INDArray kv = stepState.get(KV);
         if (kv != null && kv.size(0) != q.size(0)) {
             throw new DL4JInvalidInputException(c.layerType() + " " + layerId() + ": rnnTimeStep continues "

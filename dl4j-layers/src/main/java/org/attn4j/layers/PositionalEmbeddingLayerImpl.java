@@ -121,7 +121,9 @@ public class PositionalEmbeddingLayerImpl
     private int[] positions() {
         PositionalEmbeddingLayer c = layerConf();
         int n = (int) timeSteps();
-        int[] positions = stepping() ? nextPositions(n) : SequenceParallel.positions(NAME + " " + layerId(), n);
+        // rnnTimeStep on one device continues from the last call; on a worker, the group's context says where.
+        int[] positions = stepping() && SequenceParallel.current() == null ? nextPositions(n)
+                : SequenceParallel.positions(NAME + " " + layerId(), n);
         for (int t = 0; t < n; t++) {
             if (positions[t] < 0 || positions[t] >= c.getMaxLength()) {
                 throw new DL4JInvalidInputException(NAME + " " + layerId() + ": time step " + t + " is at position "

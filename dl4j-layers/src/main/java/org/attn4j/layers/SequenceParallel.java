@@ -4,6 +4,7 @@ import java.util.Arrays;
 
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionMask;
+import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.ops.flash.LocalAttention;
 import org.attn4j.ops.linear.Decay;
@@ -61,6 +62,28 @@ public final class SequenceParallel {
         default ParameterUse useParameters(INDArray parameters) {
             return NO_USE;
         }
+
+        /**
+         * Decoding after a sequence-parallel prefill ({@code rnnTimeStep}), or null while the worker runs its shard
+         * of a sequence (training, the prefill itself). While decoding, every worker of the group gets the same new
+         * steps, {@link #positions()} are their global positions and {@link #length()} the steps seen with them.
+         */
+        default Decoding decoding() {
+            return null;
+        }
+    }
+
+    /**
+     * What the attention layers of a worker do while decoding after a sequence-parallel prefill: each worker keeps
+     * its share of the key/value cache, attends the new queries to it, and the group merges the partial results
+     * (output and log-sum-exp, BurstAttention's merge), so that every worker gets the attention over all keys.
+     */
+    public interface Decoding {
+        /** Whether this worker keeps the key and value of the step at global position {@code position}. */
+        boolean keeps(int position);
+
+        /** The new steps' attention over the group's keys, from this worker's over its own ({@code O, LSE}). */
+        AttentionOutput merge(AttentionOutput local);
     }
 
     /** One use of a layer's parameters ({@link Context#useParameters}); closing it ends the use. */

@@ -12,6 +12,7 @@ import org.attn4j.distributed.transport.Transport;
  *              also {@link Communicator#world}'s, for a job's barriers between calls of the algorithm
  *   8 .. 15    a trainer's linear attention layers (LASP) beside the group's softmax algorithm
  *   16         the trainer's own collectives (gradients, ZeRO partitions, losses)
+ *   17         a decoder's merges of partial attention and its broadcasts
  * </pre>
  *
  * @param first the block's first channel
@@ -25,6 +26,8 @@ public record Channels(int first, int count) {
     public static final Channels LINEAR_LAYERS = new Channels(8, 8);
     /** The trainer's own collectives. */
     public static final Channels TRAINER = new Channels(16, 1);
+    /** A decoder's merges of the workers' partial attention. */
+    public static final Channels DECODING = new Channels(17, 1);
 
     /**
      * @throws IllegalArgumentException if the block is empty or leaves the channel space
