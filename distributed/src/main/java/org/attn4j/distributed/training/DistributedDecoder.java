@@ -9,6 +9,7 @@ import org.attn4j.distributed.collective.Group;
 import org.attn4j.distributed.collective.Reduction;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.SequenceParallel;
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -96,6 +97,19 @@ public final class DistributedDecoder {
      * @return the network's output at the prompt's last step {@code [B, outputs, 1]}, the same on every worker
      */
     public INDArray prefill(INDArray prompt) {
+        return prefill(prompt, 0);
+    }
+
+    /**
+     * {@link #prefill(INDArray)}, with room in every worker's caches for its share of {@code newSteps} decoding
+     * steps after the prompt, allocated once (without it, a cache doubles when full).
+     *
+     * @param newSteps steps {@link #step} will add, at least 0
+     */
+    public INDArray prefill(INDArray prompt, int newSteps) {
+        if (newSteps < 0) {
+            throw new IllegalArgumentException("DistributedDecoder.prefill: newSteps must be >= 0, got " + newSteps);
+        }
         if (prompt == null || prompt.rank() != 3 || prompt.size(2) < 1) {
             throw new IllegalArgumentException("DistributedDecoder.prefill: expected a prompt [B, features, N] with "
                     + "N >= 1, got " + (prompt == null ? "null" : Arrays.toString(prompt.shape())));
@@ -105,13 +119,15 @@ public final class DistributedDecoder {
         SequenceLayout layout = strategy.effectiveLayout(true);
         int parts = layout == SequenceLayout.ZIGZAG ? 2 * members.length : members.length;
         int sharded = n / parts * parts;
+        int s = members.length;
+        reserve(sharded / s + (n - sharded + newSteps + s - 1) / s);
         INDArray last = null;
         if (sharded > 0) {
             SequenceShardContext context = new SequenceShardContext(transport, members, strategy, true, sharded,
                     p -> () -> { });
             int[] positions = context.positions();
             INDArray out;
-            try (SequenceParallel.Scope s = SequenceParallel.enter(context)) {
+            try (SequenceParallel.Scope scope = SequenceParallel.enter(context)) {
                 out = timeStep(steps(prompt, positions));
             }
             int owner = -1;
@@ -171,6 +187,14 @@ public final class DistributedDecoder {
             ((ComputationGraph) net).rnnClearPreviousState();
         }
         next = 0;
+    }
+
+    private void reserve(int steps) {
+        if (net instanceof MultiLayerNetwork mln) {
+            KeyValueCaches.reserve(mln, steps);
+        } else {
+            KeyValueCaches.reserve((ComputationGraph) net, steps);
+        }
     }
 
     private INDArray timeStep(INDArray input) {
