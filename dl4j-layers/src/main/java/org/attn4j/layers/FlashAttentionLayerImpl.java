@@ -95,10 +95,13 @@ public class FlashAttentionLayerImpl
         reserved = steps;
     }
 
-    /** Bytes the key/value cache holds now (its keys' and values' buffers, room to grow included). */
+    /**
+     * Bytes the key/value cache holds now: its keys', values' and positions' buffers, room to grow included
+     * ({@link KeyValueCaches#bytesPerStep} per step).
+     */
     public long cacheBytes() {
         INDArray k = stepState.get(K);
-        return k == null ? 0 : 2 * k.length() * k.dataType().width();
+        return k == null ? 0 : 2 * k.length() * k.dataType().width() + stepState.get(POSITIONS).length() * 4L;
     }
 
     /**

@@ -20,11 +20,11 @@ public final class KeyValueCaches {
     }
 
     /**
-     * Bytes per cached step in one flash attention layer: its keys and values, {@code 2 x Hkv x D} elements of the
-     * network's type ({@code width} bytes each).
+     * Bytes per cached step in one flash attention layer, per sequence of the batch: its key and value,
+     * {@code 2 x Hkv x D} elements of the network's type ({@code width} bytes each), and its position (4 bytes).
      */
     public static long bytesPerStep(FlashAttentionLayer layer, int width) {
-        return 2L * layer.getNKvHeads() * (layer.getNOut() / layer.getNHeads()) * width;
+        return 2L * layer.getNKvHeads() * (layer.getNOut() / layer.getNHeads()) * width + Integer.BYTES;
     }
 
     /** {@link FlashAttentionLayerImpl#reserveCache} on every flash attention layer of {@code net}. */

@@ -25,6 +25,7 @@ import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.distributed.testing.Ranks;
 import org.attn4j.distributed.training.CheckpointExport;
+import org.attn4j.distributed.training.DistributedDecoder;
 import org.attn4j.distributed.training.DistributedTrainer;
 import org.attn4j.distributed.training.Packing;
 import org.attn4j.distributed.training.ParallelStrategy;
@@ -32,6 +33,7 @@ import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.distributed.transport.Transport;
 import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.LinearAttentionLayer;
 import org.attn4j.layers.PackedSequences;
@@ -66,6 +68,7 @@ import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
 import org.nd4j.linalg.learning.config.Adam;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
 
@@ -230,6 +233,72 @@ class DocSnippetsTest {
         // end snippet
         assertEquals(q.shapeInfoToString(), g.dq().shapeInfoToString());
         assertEquals(4, lin.output().size(1));
+    }
+
+    @Test
+    void generation() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        MultiLayerConfiguration conf = new NeuralNetConfiguration.Builder().seed(3).list()
+                .layer(new EmbeddingSequenceLayer.Builder().nIn(50).nOut(32).outputDataFormat(RNNFormat.NCW).build())
+                .layer(new PositionalEmbeddingLayer.Builder().maxLength(256).width(32).build())
+                .layer(new FlashAttentionLayer.Builder().nIn(32).nOut(32).nHeads(4).nKvHeads(2).causal(true).build())
+                .layer(new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT).activation(Activation.SOFTMAX)
+                        .nIn(32).nOut(50).dataFormat(RNNFormat.NCW).build())
+                .build();
+        MultiLayerNetwork net = new MultiLayerNetwork(conf);
+        net.init();
+        INDArray prompt = tokens(1, 40, 50).getFeatures();
+        int maxNewTokens = 16;
+        // snippet: generation
+        KeyValueCaches.reserve(net, (int) prompt.size(2) + maxNewTokens);   // optional: allocate the caches once
+        INDArray probabilities = net.rnnTimeStep(prompt);                  // [1, vocab, N]: the prompt in one call
+        for (int i = 0; i < maxNewTokens; i++) {
+            int token = Nd4j.argMax(probabilities.get(NDArrayIndex.all(), NDArrayIndex.all(),
+                    NDArrayIndex.point(probabilities.size(2) - 1)), 1).getInt(0);
+            probabilities = net.rnnTimeStep(Nd4j.createFromArray(new float[][][] {{{token}}}));   // one step
+        }
+        long cacheBytes = KeyValueCaches.bytes(net);                        // what the caches hold now
+        net.rnnClearPreviousState();                                        // the next sequence starts afresh
+        // end snippet
+        assertEquals(56 * KeyValueCaches.bytesPerStep((FlashAttentionLayer) net.getLayer(2).conf().getLayer(), 4),
+                cacheBytes);
+        assertEquals(1, probabilities.size(2));
+
+        List<Transport> world = new ArrayList<>(InJvmTransport.group(2, Duration.ofSeconds(30)));
+        List<INDArray> firsts = new CopyOnWriteArrayList<>();
+        List<Thread> workers = new ArrayList<>();
+        List<Throwable> failures = new CopyOnWriteArrayList<>();
+        for (Transport transport : world) {
+            MultiLayerNetwork copy = net.clone();
+            workers.add(new Thread(() -> {
+                try {
+                    Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+                    MultiLayerNetwork network = copy;
+                    INDArray token = Nd4j.createFromArray(new float[][][] {{{7}}});
+                    // snippet: distributed-decoding
+                    // on every worker of a sequence group, with the same prompt and the same steps
+                    DistributedDecoder decoder = DistributedDecoder.of(network, transport,
+                            ParallelStrategy.sequence("ring", 2));
+                    INDArray first = decoder.prefill(prompt, maxNewTokens);   // [1, vocab, 1] after the prompt
+                    INDArray next = decoder.step(token);                      // [1, vocab, 1] after one more step
+                    // end snippet
+                    firsts.add(first);
+                } catch (Throwable e) {
+                    failures.add(e);
+                }
+            }));
+        }
+        workers.forEach(Thread::start);
+        for (Thread w : workers) {
+            w.join();
+        }
+        world.forEach(Transport::close);
+        assertEquals(List.of(), failures);
+        INDArray alone = net.rnnTimeStep(prompt);
+        for (INDArray first : firsts) {
+            assertTrue(first.equalsWithEps(alone.get(NDArrayIndex.all(), NDArrayIndex.all(),
+                    NDArrayIndex.interval(39, 40)), 1e-5), "the prefill over two workers = one device");
+        }
     }
 
     @Test

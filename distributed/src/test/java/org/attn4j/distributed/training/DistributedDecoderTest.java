@@ -154,8 +154,8 @@ class DistributedDecoderTest {
             INDArray mine = x[t.rank() / 2];
             List<INDArray> out = new ArrayList<>(List.of(decoder.prefill(steps(mine, 0, 20), 10)));
             // Each worker's caches hold its share: 10 prompt steps and 5 of the 10 new ones, K and V of 2 heads of
-            // 4 float64 values, in 2 layers (one device would hold 30 steps).
-            assertEquals(15 * 2 * 2 * 4 * 8 * 2, org.attn4j.layers.KeyValueCaches.bytes(copies.get(t.rank())));
+            // 4 float64 values and a position, in 2 layers (one device would hold 30 steps).
+            assertEquals(15 * (2 * 2 * 4 * 8 + 4) * 2, org.attn4j.layers.KeyValueCaches.bytes(copies.get(t.rank())));
             int at = 20;
             for (int cut : CUTS) {
                 out.add(decoder.step(steps(mine, at, at + cut)));

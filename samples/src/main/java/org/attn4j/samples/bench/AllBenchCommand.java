@@ -17,17 +17,17 @@ import picocli.CommandLine.Spec;
 /**
  * {@code attn4j bench all}: regenerates every section of {@code benchmarks.md} and its charts, one benchmark after
  * the other with their default settings (each its own subcommand: attention, linear, transport, distributed, zero,
- * training, samediff). Stops at the first that fails and returns its exit code. Takes a while: run it on a quiet
+ * training, samediff, packed, generate, prefill). Stops at the first that fails and returns its exit code. Takes a while: run it on a quiet
  * machine.
  */
 @Command(name = "all", mixinStandardHelpOptions = true,
         description = {"Run every benchmark of benchmarks.md with its defaults: attention, linear, transport,",
-            "distributed, zero, training, samediff (stops at the first failure)."})
+            "distributed, zero, training, samediff, packed, generate, prefill (stops at the first failure)."})
 public final class AllBenchCommand implements Callable<Integer> {
 
     /** The benchmarks, in the order they run. */
     static final List<String> BENCHMARKS = List.of("attention", "linear", "transport", "distributed", "zero",
-            "training", "samediff");
+            "training", "samediff", "packed", "generate", "prefill");
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
             description = "Directory for the CSVs, charts and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "

@@ -94,7 +94,7 @@ public final class PrefillBenchCommand implements Callable<Integer> {
                 "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()), machine,
                 "The GPT-like model of `attn4j train` (2 blocks, d-model 64, 4 heads, flash attention, float32, "
                         + "random weights), a prompt of N random bytes, batch 1, run by `DistributedDecoder` on P "
-                        + "worker processes over Aeron (UDP loopback), each given " + cores + " / P cores "
+                        + "worker processes over Aeron (UDP loopback), each given max(1, " + cores + " / P) cores "
                         + "(`-XX:ActiveProcessorCount`, `OMP_NUM_THREADS`). First token: the prefill, from the "
                         + "prompt to the distribution of the first new byte on every worker, the median of "
                         + rounds + " (after an untimed round). Per token: the median of " + steps + " decoding "

@@ -135,7 +135,7 @@ public final class GenerateCommand implements Callable<Integer> {
         o.flush();
         PrintWriter e = spec.commandLine().getErr();
         e.printf(Locale.ROOT, "generated %d bytes in %.2f s: %.1f tokens/s (prompt of %d bytes in %.1f ms); key/value "
-                        + "cache %d bytes per token per layer, %d attention layers, %.2f MB allocated%n", length,
+                        + "cache %d bytes per token per layer, %d attention layers, %.3f MB allocated%n", length,
                 (t2 - t1) / 1e9, length / ((t2 - t1) / 1e9), start.length - from, (t1 - t0) / 1e6,
                 layers == 0 ? 0 : perToken / layers, layers, allocated / 1e6);
         e.flush();
@@ -162,7 +162,7 @@ public final class GenerateCommand implements Callable<Integer> {
                 .castTo(DataType.DOUBLE).toDoubleVector();
     }
 
-    /** Bytes the key/value caches hold per token over all attention layers (float32 K and V of the K/V heads). */
+    /** Bytes the key/value caches hold per token over all attention layers (float32 K and V, and a position). */
     static long cacheBytesPerToken(ComputationGraph net) {
         long bytes = 0;
         for (org.deeplearning4j.nn.api.Layer l : net.getLayers()) {

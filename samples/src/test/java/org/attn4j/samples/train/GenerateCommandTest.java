@@ -42,8 +42,9 @@ class GenerateCommandTest {
         Matcher m = Pattern.compile("cache (\\d+) bytes per token per layer, (\\d+) attention layers, ([0-9.]+) MB "
                 + "allocated").matcher(gen.err());
         assertTrue(m.find(), gen.err());
-        assertEquals(2 * 32 * 4, Integer.parseInt(m.group(1)), "K and V, 32 features of float32: " + gen.err());
-        assertEquals(String.format(Locale.ROOT, "%.2f", 32 * 256 * Integer.parseInt(m.group(2)) / 1e6), m.group(3));
+        assertEquals(2 * 32 * 4 + 4, Integer.parseInt(m.group(1)), "K and V, 32 features of float32, a position: "
+                + gen.err());
+        assertEquals(String.format(Locale.ROOT, "%.3f", 32 * 260 * Integer.parseInt(m.group(2)) / 1e6), m.group(3));
 
         CliRun small = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the cat sat on the",
                 "--length", "24", "--max-cache-mb", "0.001");

@@ -165,7 +165,7 @@ class IncrementalDecodingTest {
         MultiLayerNetwork net = mln(new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(4).nKvHeads(2)
                 .causal(true).build());
         long perStep = KeyValueCaches.bytesPerStep((FlashAttentionLayer) net.getLayer(2).conf().getLayer(), 8);
-        assertEquals(2 * 2 * 4 * 8, perStep);
+        assertEquals(2 * 2 * 4 * 8 + 4, perStep);                          // K, V, position
         INDArray x = tokens(2, 1, N);
         KeyValueCaches.reserve(net, 33);
         net.rnnTimeStep(steps(x, 0, 10));
