@@ -13,7 +13,10 @@ import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.LinearAttentionLayer;
 import org.attn4j.layers.PositionalEmbeddingLayer;
+import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
+import org.deeplearning4j.nn.conf.graph.GraphVertex;
+import org.deeplearning4j.nn.conf.graph.LayerVertex;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.deeplearning4j.nn.conf.layers.EmbeddingSequenceLayer;
@@ -66,8 +69,17 @@ class IncrementalDecodingTest {
     @Test
     void aComputationGraphDecodedStepByStepEqualsItsFullPass() {
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
-        for (GptGraph.Attention kind : new GptGraph.Attention[] {GptGraph.Attention.FLASH, GptGraph.Attention.LINEAR}) {
-            ComputationGraph net = new GptGraph(VOCAB, 64, 16, 4, 2, 2, kind, DataType.DOUBLE, 1e-3, 5).build();
+        for (int window : new int[] {0, 6, -1}) {                           // flash, windowed flash; -1: linear
+            GptGraph.Attention kind = window < 0 ? GptGraph.Attention.LINEAR : GptGraph.Attention.FLASH;
+            ComputationGraphConfiguration conf = new GptGraph(VOCAB, 64, 16, 4, 2, 2, kind, DataType.DOUBLE, 1e-3, 5)
+                    .configuration();
+            for (GraphVertex v : conf.getVertices().values()) {
+                if (v instanceof LayerVertex l && l.getLayerConf().getLayer() instanceof FlashAttentionLayer f) {
+                    f.setSlidingWindow(window);
+                }
+            }
+            ComputationGraph net = new ComputationGraph(conf);
+            net.init();
             INDArray x = tokens(9, 2, N);
             INDArray full = net.outputSingle(x);
             for (int round = 0; round < 2; round++) {                    // the second after clearing the state
@@ -77,7 +89,7 @@ class IncrementalDecodingTest {
                 for (int t = PROMPT; t < N; t++) {
                     parts[t - PROMPT + 1] = net.rnnTimeStep(steps(x, t, t + 1))[0];
                 }
-                assertSame("graph " + kind + " round " + round, full, parts);
+                assertSame("graph " + kind + " window " + window + " round " + round, full, parts);
             }
         }
     }
