@@ -1,5 +1,6 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.Kernel;
 import org.attn4j.ops.Views;
 import org.attn4j.ops.WorkerPool;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -123,6 +124,9 @@ public final class FlashAttention {
     public AttentionOutput forward(INDArray q, INDArray k, INDArray v, AttentionMask mask, double scale) {
         AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
         checkScale(scale);
+        if (Kernel.current() == Kernel.PORTABLE) {
+            return new PortableFlash(s, mask, new TilePlan(mask, s, queryBlock, keyBlock), scale).forward(q, k, v);
+        }
         INDArray qc = Views.plain(q);
         // Keys and values are read in place when each head's rows are consecutive (a cache with room to grow).
         long keyRows = Views.headRows(k);
@@ -185,6 +189,10 @@ public final class FlashAttention {
         checkScale(scale);
         s.requireShape(OP, "dO", dOut, q.shape());
         s.requireShape(OP, "lse", lse, s.batch(), s.heads(), s.queries());
+        if (Kernel.current() == Kernel.PORTABLE) {
+            return new PortableFlash(s, mask, new TilePlan(mask, s, backwardQueryBlock, keyBlock), scale)
+                    .backward(q, k, v, lse, delta, dOut);
+        }
         INDArray qc = Views.plain(q);
         INDArray kc = Views.plain(k);
         INDArray vc = Views.plain(v);

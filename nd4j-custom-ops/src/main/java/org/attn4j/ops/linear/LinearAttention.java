@@ -3,6 +3,7 @@ package org.attn4j.ops.linear;
 import java.util.Arrays;
 
 import org.attn4j.ops.Documents;
+import org.attn4j.ops.Kernel;
 import org.attn4j.ops.Views;
 import org.attn4j.ops.WorkerPool;
 import org.attn4j.ops.flash.AttentionMask;
@@ -151,6 +152,9 @@ public final class LinearAttention {
             return new LinearAttentionOutput(out, kvOut, new LinearAttentionCache(null, 0, null));
         }
         ChunkPlan plan = new ChunkPlan(s, decay, chunk, documents, first);
+        if (Kernel.current() == Kernel.PORTABLE) {
+            return new PortableLinear(s, plan).forward(q, k, v, kvIn);
+        }
         INDArray states = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
@@ -228,6 +232,9 @@ public final class LinearAttention {
         }
         ChunkPlan plan = new ChunkPlan(s, decay, chunk, documents, first);
         INDArray states = cachedStates(s, plan, cache, q, k, v, decay, kvIn, documents, first);
+        if (Kernel.current() == Kernel.PORTABLE) {
+            return new PortableLinear(s, plan).backward(q, k, v, dOut, dKvOut, states, decayGradient);
+        }
         INDArray dStates = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), plan.chunks, s.headDim(),
                 s.headDim());
         int perHead = plan.chunks;
