@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Locale;
 
+import org.attn4j.ops.Kernel;
 import org.attn4j.ops.flash.AttentionGradients;
 import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
@@ -74,7 +75,8 @@ final class AttentionBench {
      * @param dataType     the inputs' type, float32 or float64
      */
     record Settings(int minN, int maxN, int headDim, int backwardMaxN, int stockMaxN, int repeats,
-                    int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch, DataType dataType) {
+                    int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch, DataType dataType,
+                    boolean portable) {
         List<Integer> lengths() {
             List<Integer> ns = new ArrayList<>();
             for (long n = minN; n <= maxN; n *= 2) {
@@ -115,8 +117,29 @@ final class AttentionBench {
         for (boolean causal : new boolean[] {false, true}) {
             rows.add(logged(ours(in, causal, Pass.FORWARD)));
             rows.add(logged(ours(in, causal, Pass.FORWARD_BACKWARD)));
+            if (settings.portable()) {
+                rows.add(logged(portable(() -> ours(in, causal, Pass.FORWARD))));
+                rows.add(logged(portable(() -> ours(in, causal, Pass.FORWARD_BACKWARD))));
+            }
         }
         close(in.q, in.k, in.v, in.dO);
+    }
+
+    /** A row of attn4j's run with the portable kernel forced ({@code attn4j.kernel=portable}), as such. */
+    private static BenchResult portable(java.util.function.Supplier<BenchResult> run) {
+        String before = System.getProperty(Kernel.PROPERTY);
+        System.setProperty(Kernel.PROPERTY, "portable");
+        try {
+            BenchResult r = run.get();
+            return r == null ? null : new BenchResult(r.n(), Impl.PORTABLE, r.causal(), r.pass(), r.status(), r.medianMs(), r.repeats(),
+                    r.peakIncreaseBytes(), r.note());
+        } finally {
+            if (before == null) {
+                System.clearProperty(Kernel.PROPERTY);
+            } else {
+                System.setProperty(Kernel.PROPERTY, before);
+            }
+        }
     }
 
     /**
@@ -141,6 +164,12 @@ final class AttentionBench {
                 try {
                     oursOnce(in, causal, Pass.FORWARD_BACKWARD);
                     oursOnce(in, causal, Pass.FORWARD);
+                    if (settings.portable()) {
+                        portable(() -> {
+                            oursOnce(in, causal, Pass.FORWARD_BACKWARD);
+                            return null;
+                        });
+                    }
                 } catch (RuntimeException e) {
                     // Recorded when the measured run fails the same way.
                     end = 0;

@@ -95,6 +95,11 @@ public final class AttentionBenchCommand implements Callable<Integer> {
                     + "(e.g. bench-attention-f64)."})
     Precision dtype;
 
+    @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "cpu",
+            description = {"cpu: attn4j's CPU kernel; portable: also the portable kernel (ND4J operations only, the "
+                    + "path of other backends) beside it, in a section of its own (default: ${DEFAULT-VALUE})."})
+    String kernel;
+
     @Spec
     CommandSpec spec;
 
@@ -118,7 +123,7 @@ public final class AttentionBenchCommand implements Callable<Integer> {
 
         AttentionBench.Settings settings = new AttentionBench.Settings(minN, maxN, headDim, BACKWARD_MAX_N,
                 stockMaxN, repeats, repeatMaxN, gemmSize, batch, heads,
-                libtorch == null ? null : libtorch.toAbsolutePath(), dtype.dataType);
+                libtorch == null ? null : libtorch.toAbsolutePath(), dtype.dataType, kernel.equals("portable"));
         List<BenchResult> rows = new AttentionBench(settings, log).run(gemm);
 
         Path csv = out.resolve(AttentionBenchReport.csv(settings));
@@ -141,6 +146,9 @@ public final class AttentionBenchCommand implements Callable<Integer> {
     }
 
     private void validate() {
+        if (!kernel.equals("cpu") && !kernel.equals("portable")) {
+            throw new UserInputException("--kernel must be cpu or portable, got " + kernel);
+        }
         if (minN < 1) {
             throw new UserInputException("--min-n must be >= 1, got " + minN);
         }

@@ -36,7 +36,7 @@ final class AttentionBenchReport {
     /** "" for B = H = 1, else "-b1-h8": runs of other shapes keep their own files and section. */
     static String suffix(AttentionBench.Settings s) {
         String shape = s.batch() == 1 && s.heads() == 1 ? "" : "-b" + s.batch() + "-h" + s.heads();
-        return shape + (s.dataType() == DataType.DOUBLE ? "-f64" : "");
+        return shape + (s.dataType() == DataType.DOUBLE ? "-f64" : "") + (s.portable() ? "-portable" : "");
     }
 
     /** "float32" or "float64". */
@@ -185,11 +185,19 @@ final class AttentionBenchReport {
                         + "attn4j) in its own process right after attn4j's runs at each N, on as many threads as "
                         + "cores, in attn4j's environment (its gemm calls OpenBLAS too, so both get the same kernels): "
                         + "the median of " + 3 + " runs after a warm-up." : "")));
+        boolean portable = rows.stream().anyMatch(r -> r.impl() == Impl.PORTABLE);
+        if (portable) {
+            b.append("attn4j is the CPU kernel; portable is the same op with `attn4j.kernel=portable` (ND4J "
+                    + "operations only, the path other backends take), timed right after it on the same inputs.\n\n");
+        }
         b.append("| N | mask | attn4j fwd | attn4j fwd+bwd | attn4j peak fwd / fwd+bwd | ")
+                .append(portable ? "portable fwd | portable fwd+bwd | portable peak fwd / fwd+bwd | portable / attn4j "
+                        + "fwd | portable / attn4j fwd+bwd | " : "")
                 .append(torch ? "libtorch fwd | libtorch fwd+bwd | attn4j / libtorch fwd | attn4j / libtorch "
                         + "fwd+bwd | " : "")
                 .append("stock fwd | stock fwd+bwd | stock peak fwd / fwd+bwd | floor fwd | floor fwd+bwd |\n");
-        b.append("|---:|---|---:|---:|---:|").append(torch ? "---:|---:|---:|---:|" : "")
+        b.append("|---:|---|---:|---:|---:|").append(portable ? "---:|---:|---:|---:|---:|" : "")
+                .append(torch ? "---:|---:|---:|---:|" : "")
                 .append("---:|---:|---:|---:|---:|\n");
         for (int n : s.lengths()) {
             for (boolean causal : new boolean[] {false, true}) {
@@ -197,6 +205,14 @@ final class AttentionBenchReport {
                         .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD))).append(" | ")
                         .append(time(find(rows, n, Impl.ATTN4J, causal, Pass.FORWARD_BACKWARD))).append(" | ")
                         .append(peaks(rows, n, Impl.ATTN4J, causal)).append(" | ");
+                if (portable) {
+                    b.append(time(find(rows, n, Impl.PORTABLE, causal, Pass.FORWARD))).append(" | ")
+                            .append(time(find(rows, n, Impl.PORTABLE, causal, Pass.FORWARD_BACKWARD))).append(" | ")
+                            .append(peaks(rows, n, Impl.PORTABLE, causal)).append(" | ")
+                            .append(ratio(rows, n, causal, Pass.FORWARD, Impl.PORTABLE, Impl.ATTN4J)).append(" | ")
+                            .append(ratio(rows, n, causal, Pass.FORWARD_BACKWARD, Impl.PORTABLE, Impl.ATTN4J))
+                            .append(" | ");
+                }
                 if (torch) {
                     b.append(time(find(rows, n, Impl.LIBTORCH, causal, Pass.FORWARD))).append(" | ")
                             .append(time(find(rows, n, Impl.LIBTORCH, causal, Pass.FORWARD_BACKWARD))).append(" | ")
@@ -289,10 +305,14 @@ final class AttentionBenchReport {
 
     /** attn4j's time over libtorch's, where both ran. */
     private static String ratio(List<BenchResult> rows, int n, boolean causal, Pass pass) {
-        Optional<BenchResult> ours = find(rows, n, Impl.ATTN4J, causal, pass);
-        Optional<BenchResult> torch = find(rows, n, Impl.LIBTORCH, causal, pass);
-        return ok(ours) && ok(torch) ? String.format(Locale.ROOT, "%.2f", ours.get().medianMs()
-                / torch.get().medianMs()) : "";
+        return ratio(rows, n, causal, pass, Impl.ATTN4J, Impl.LIBTORCH);
+    }
+
+    /** The time of {@code top} over that of {@code bottom}, or empty if either did not run. */
+    private static String ratio(List<BenchResult> rows, int n, boolean causal, Pass pass, Impl top, Impl bottom) {
+        Optional<BenchResult> a = find(rows, n, top, causal, pass);
+        Optional<BenchResult> b = find(rows, n, bottom, causal, pass);
+        return ok(a) && ok(b) ? String.format(Locale.ROOT, "%.2f", a.get().medianMs() / b.get().medianMs()) : "";
     }
 
     private static boolean ok(Optional<BenchResult> r) {

@@ -20,6 +20,8 @@ public record BenchResult(int n, Impl impl, boolean causal, Pass pass, Status st
     public enum Impl {
         /** attn4j's FlashAttention. */
         ATTN4J("attn4j"),
+        /** attn4j's portable kernel (ND4J operations only, {@code attn4j.kernel=portable}). */
+        PORTABLE("attn4j-portable"),
         /** ND4J's stock DotProductAttention / DotProductAttentionBp custom ops. */
         STOCK("nd4j-stock"),
         /** The gemm floor: the multiply-adds at the measured gemm rate, computed, not run. */
