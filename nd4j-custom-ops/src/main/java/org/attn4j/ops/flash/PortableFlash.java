@@ -2,6 +2,12 @@ package org.attn4j.ops.flash;
 
 import org.attn4j.ops.Documents;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.memory.MemoryWorkspace;
+import org.nd4j.linalg.api.memory.conf.WorkspaceConfiguration;
+import org.nd4j.linalg.api.memory.enums.AllocationPolicy;
+import org.nd4j.linalg.api.memory.enums.LearningPolicy;
+import org.nd4j.linalg.api.memory.enums.ResetPolicy;
+import org.nd4j.linalg.api.memory.enums.SpillPolicy;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.BooleanIndexing;
@@ -76,43 +82,63 @@ final class PortableFlash {
 
     /** Output {@code [B, H, Nq, D]} and log-sum-exp {@code [B, H, Nq]}. */
     AttentionOutput forward(INDArray q, INDArray k, INDArray v) {
+        INDArray out = Nd4j.create(type, s.batch(), s.heads(), s.queries(), s.headDim());
+        INDArray lse = Nd4j.create(type, s.batch(), s.heads(), s.queries());
+        for (int qb = 0; qb < plan.queryBlocks; qb++) {
+            try (MemoryWorkspace ws = tiles()) {
+                forwardRows(q, k, v, out, lse, qb);
+            }
+        }
+        return new AttentionOutput(out, lse);
+    }
+
+    /**
+     * A workspace for one block's temporaries, reused from block to block: they are freed when the block ends,
+     * not when the garbage collector finds them (which let resident memory grow by hundreds of MB).
+     */
+    private static MemoryWorkspace tiles() {
+        return Nd4j.getWorkspaceManager().getAndActivateWorkspace(TILES, "attn4j-portable-tiles");
+    }
+
+    private static final WorkspaceConfiguration TILES = WorkspaceConfiguration.builder().initialSize(0)
+            .overallocationLimit(0.2).policyAllocation(AllocationPolicy.OVERALLOCATE)
+            .policyLearning(LearningPolicy.OVER_TIME).policyReset(ResetPolicy.BLOCK_LEFT)
+            .policySpill(SpillPolicy.REALLOCATE).build();
+
+    /** Query block {@code qb}: its output rows and log-sum-exps, written into {@code out} and {@code lse}. */
+    private void forwardRows(INDArray q, INDArray k, INDArray v, INDArray out, INDArray lse, int qb) {
         int b = s.batch();
         int kv = s.kvHeads();
         int d = s.headDim();
-        INDArray out = Nd4j.create(type, b, s.heads(), s.queries(), d);
-        INDArray lse = Nd4j.create(type, b, s.heads(), s.queries());
-        for (int qb = 0; qb < plan.queryBlocks; qb++) {
-            int q0 = plan.queryStart(qb);
-            int rows = plan.queryRows(qb);
-            long groupRows = (long) s.group() * rows;
-            INDArray qBlock = rows(q, q0, rows).dup('c').reshape('c', b, kv, groupRows, d);
-            INDArray m = Nd4j.valueArrayOf(new long[] {b, kv, groupRows, 1}, Double.NEGATIVE_INFINITY, type);
-            INDArray l = Nd4j.zeros(type, b, kv, groupRows, 1);
-            INDArray acc = Nd4j.zeros(type, b, kv, groupRows, d);
-            for (int kb = 0; kb < plan.keyBlocks; kb++) {
-                TilePlan.Kind kind = kind(qb, kb);
-                if (kind == TilePlan.Kind.SKIP) {
-                    continue;
-                }
-                int k0 = plan.keyStart(kb);
-                int cols = plan.keyCols(kb);
-                INDArray scores = scores(qBlock, rows(k, k0, cols), qb, kb, kind);
-                INDArray mNew = Transforms.max(m, scores.max(true, 3), true);
-                INDArray shift = finite(mNew);
-                INDArray p = Transforms.exp(scores.subi(shift), false);
-                INDArray alpha = Transforms.exp(m.subi(shift), false);
-                l.muli(alpha).addi(p.sum(true, 3));
-                acc.muli(alpha).addi(Nd4j.matmul(p, rows(v, k0, cols)));
-                m = mNew;
+        int q0 = plan.queryStart(qb);
+        int rows = plan.queryRows(qb);
+        long groupRows = (long) s.group() * rows;
+        INDArray qBlock = rows(q, q0, rows).dup('c').reshape('c', b, kv, groupRows, d);
+        INDArray m = Nd4j.valueArrayOf(new long[] {b, kv, groupRows, 1}, Double.NEGATIVE_INFINITY, type);
+        INDArray l = Nd4j.zeros(type, b, kv, groupRows, 1);
+        INDArray acc = Nd4j.zeros(type, b, kv, groupRows, d);
+        for (int kb = 0; kb < plan.keyBlocks; kb++) {
+            TilePlan.Kind kind = kind(qb, kb);
+            if (kind == TilePlan.Kind.SKIP) {
+                continue;
             }
-            // A row that saw no key: l = 0, output 0 (1/0 replaced by 0) and LSE = -inf + log 0 = -inf.
-            INDArray inv = l.rdiv(1.0);
-            BooleanIndexing.replaceWhere(inv, 0.0, Conditions.isInfinite());
-            rows(out, q0, rows).assign(acc.muli(inv).reshape('c', b, s.heads(), rows, d));
-            lse.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(q0, q0 + rows))
-                    .assign(m.addi(Transforms.log(l, false)).reshape('c', b, s.heads(), rows));
+            int k0 = plan.keyStart(kb);
+            int cols = plan.keyCols(kb);
+            INDArray scores = scores(qBlock, rows(k, k0, cols), qb, kb, kind);
+            INDArray mNew = Transforms.max(m, scores.max(true, 3), true);
+            INDArray shift = finite(mNew);
+            INDArray p = Transforms.exp(scores.subi(shift), false);
+            INDArray alpha = Transforms.exp(m.subi(shift), false);
+            l.muli(alpha).addi(p.sum(true, 3));
+            acc.muli(alpha).addi(Nd4j.matmul(p, rows(v, k0, cols)));
+            m = mNew;
         }
-        return new AttentionOutput(out, lse);
+        // A row that saw no key: l = 0, output 0 (1/0 replaced by 0) and LSE = -inf + log 0 = -inf.
+        INDArray inv = l.rdiv(1.0);
+        BooleanIndexing.replaceWhere(inv, 0.0, Conditions.isInfinite());
+        rows(out, q0, rows).assign(acc.muli(inv).reshape('c', b, s.heads(), rows, d));
+        lse.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(q0, q0 + rows))
+                .assign(m.addi(Transforms.log(l, false)).reshape('c', b, s.heads(), rows));
     }
 
     /**
@@ -120,8 +146,6 @@ final class PortableFlash {
      */
     AttentionGradients backward(INDArray q, INDArray k, INDArray v, INDArray lse, INDArray delta, INDArray dOut) {
         int b = s.batch();
-        int kv = s.kvHeads();
-        int d = s.headDim();
         // Rows that saw no key (LSE = -inf) shift by 0: their scores are -inf wherever masked, so P stays 0.
         INDArray shift = finite(lse).reshape('c', b, s.heads(), s.queries(), 1);
         INDArray delta4 = delta.reshape('c', b, s.heads(), s.queries(), 1);
@@ -129,33 +153,44 @@ final class PortableFlash {
         INDArray dk = Nd4j.zeros(type, k.shape());
         INDArray dv = Nd4j.zeros(type, k.shape());
         for (int kb = 0; kb < plan.keyBlocks; kb++) {
-            int k0 = plan.keyStart(kb);
-            int cols = plan.keyCols(kb);
-            INDArray kBlock = rows(k, k0, cols);
-            INDArray vBlock = rows(v, k0, cols);
-            INDArray dkBlock = Nd4j.zeros(type, b, kv, cols, d);
-            INDArray dvBlock = Nd4j.zeros(type, b, kv, cols, d);
-            for (int qb = 0; qb < plan.queryBlocks; qb++) {
-                TilePlan.Kind kind = kind(qb, kb);
-                if (kind == TilePlan.Kind.SKIP) {
-                    continue;
-                }
-                int q0 = plan.queryStart(qb);
-                int rows = plan.queryRows(qb);
-                INDArray qBlock = grouped(q, q0, rows);
-                INDArray doBlock = grouped(dOut, q0, rows);
-                INDArray p = Transforms.exp(scores(qBlock, kBlock, qb, kb, kind)
-                        .subi(grouped(shift, q0, rows)), false);
-                dvBlock.addi(Nd4j.matmul(p, doBlock, true, false, false));
-                INDArray dS = Nd4j.matmul(doBlock, vBlock, false, true, false).subi(grouped(delta4, q0, rows))
-                        .muli(p).muli(scale);
-                rows(dq, q0, rows).addi(Nd4j.matmul(dS, kBlock).reshape('c', b, s.heads(), rows, d));
-                dkBlock.addi(Nd4j.matmul(dS, qBlock, true, false, false));
+            try (MemoryWorkspace ws = tiles()) {
+                backwardColumns(q, k, v, dOut, shift, delta4, dq, dk, dv, kb);
             }
-            rows(dk, k0, cols).assign(dkBlock);
-            rows(dv, k0, cols).assign(dvBlock);
         }
         return new AttentionGradients(dq, dk, dv);
+    }
+
+    /** Key block {@code kb}: its rows of dK and dV, and what it adds to dQ. */
+    private void backwardColumns(INDArray q, INDArray k, INDArray v, INDArray dOut, INDArray shift, INDArray delta4,
+                                 INDArray dq, INDArray dk, INDArray dv, int kb) {
+        int b = s.batch();
+        int kv = s.kvHeads();
+        int d = s.headDim();
+        int k0 = plan.keyStart(kb);
+        int cols = plan.keyCols(kb);
+        INDArray kBlock = rows(k, k0, cols);
+        INDArray vBlock = rows(v, k0, cols);
+        INDArray dkBlock = Nd4j.zeros(type, b, kv, cols, d);
+        INDArray dvBlock = Nd4j.zeros(type, b, kv, cols, d);
+        for (int qb = 0; qb < plan.queryBlocks; qb++) {
+            TilePlan.Kind kind = kind(qb, kb);
+            if (kind == TilePlan.Kind.SKIP) {
+                continue;
+            }
+            int q0 = plan.queryStart(qb);
+            int rows = plan.queryRows(qb);
+            INDArray qBlock = grouped(q, q0, rows);
+            INDArray doBlock = grouped(dOut, q0, rows);
+            INDArray p = Transforms.exp(scores(qBlock, kBlock, qb, kb, kind)
+                    .subi(grouped(shift, q0, rows)), false);
+            dvBlock.addi(Nd4j.matmul(p, doBlock, true, false, false));
+            INDArray dS = Nd4j.matmul(doBlock, vBlock, false, true, false).subi(grouped(delta4, q0, rows))
+                    .muli(p).muli(scale);
+            rows(dq, q0, rows).addi(Nd4j.matmul(dS, kBlock).reshape('c', b, s.heads(), rows, d));
+            dkBlock.addi(Nd4j.matmul(dS, qBlock, true, false, false));
+        }
+        rows(dk, k0, cols).assign(dkBlock);
+        rows(dv, k0, cols).assign(dvBlock);
     }
 
     /** Scores {@code scale q k^T} of one tile, {@code [B, Hkv, G bq, bk]}, with the mask added when partial. */

@@ -5,6 +5,12 @@ import java.util.Map;
 
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.memory.MemoryWorkspace;
+import org.nd4j.linalg.api.memory.conf.WorkspaceConfiguration;
+import org.nd4j.linalg.api.memory.enums.AllocationPolicy;
+import org.nd4j.linalg.api.memory.enums.LearningPolicy;
+import org.nd4j.linalg.api.memory.enums.ResetPolicy;
+import org.nd4j.linalg.api.memory.enums.SpillPolicy;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.INDArrayIndex;
@@ -57,33 +63,56 @@ final class PortableLinear {
         }
     }
 
+    /** Built outside the chunks' workspace: they live for the whole call. */
     private Tables tables(int c) {
-        return tables.computeIfAbsent(c, x -> {
-            int h = s.heads();
-            double[] mask = new double[h * c * c];
-            double[] maskSlope = new double[h * c * c];
-            double[] in = new double[h * c];
-            double[] out = new double[h * c];
-            double[] inSlope = new double[h * c];
-            double[] outSlope = new double[h * c];
-            double[] whole = new double[h];
-            double[] wholeSlope = new double[h];
-            for (int i = 0; i < h; i++) {
-                ChunkTables t = plan.tables(i, c);
-                System.arraycopy(t.mask, 0, mask, i * c * c, c * c);
-                System.arraycopy(t.maskSlope, 0, maskSlope, i * c * c, c * c);
-                System.arraycopy(t.in, 0, in, i * c, c);
-                System.arraycopy(t.out, 0, out, i * c, c);
-                System.arraycopy(t.inSlope, 0, inSlope, i * c, c);
-                System.arraycopy(t.outSlope, 0, outSlope, i * c, c);
-                whole[i] = t.whole;
-                wholeSlope[i] = t.wholeSlope;
+        Tables built = tables.get(c);
+        if (built == null) {
+            try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
+                built = build(c);
             }
-            return new Tables(array(mask, 1, h, c, c), array(in, 1, h, c, 1), array(out, 1, h, c, 1),
-                    array(whole, 1, h, 1, 1), array(maskSlope, 1, h, c, c), array(inSlope, 1, h, c, 1),
-                    array(outSlope, 1, h, c, 1), array(wholeSlope, 1, h, 1, 1));
-        });
+            tables.put(c, built);
+        }
+        return built;
     }
+
+    private Tables build(int c) {
+        int h = s.heads();
+        double[] mask = new double[h * c * c];
+        double[] maskSlope = new double[h * c * c];
+        double[] in = new double[h * c];
+        double[] out = new double[h * c];
+        double[] inSlope = new double[h * c];
+        double[] outSlope = new double[h * c];
+        double[] whole = new double[h];
+        double[] wholeSlope = new double[h];
+        for (int i = 0; i < h; i++) {
+            ChunkTables t = plan.tables(i, c);
+            System.arraycopy(t.mask, 0, mask, i * c * c, c * c);
+            System.arraycopy(t.maskSlope, 0, maskSlope, i * c * c, c * c);
+            System.arraycopy(t.in, 0, in, i * c, c);
+            System.arraycopy(t.out, 0, out, i * c, c);
+            System.arraycopy(t.inSlope, 0, inSlope, i * c, c);
+            System.arraycopy(t.outSlope, 0, outSlope, i * c, c);
+            whole[i] = t.whole;
+            wholeSlope[i] = t.wholeSlope;
+        }
+        return new Tables(array(mask, 1, h, c, c), array(in, 1, h, c, 1), array(out, 1, h, c, 1),
+                array(whole, 1, h, 1, 1), array(maskSlope, 1, h, c, c), array(inSlope, 1, h, c, 1),
+                array(outSlope, 1, h, c, 1), array(wholeSlope, 1, h, 1, 1));
+    }
+
+    /**
+     * A workspace for one chunk's temporaries, reused from chunk to chunk (freed when the chunk ends, not when the
+     * garbage collector finds them). The running state lives outside it and is updated in place.
+     */
+    private static MemoryWorkspace chunkScope() {
+        return Nd4j.getWorkspaceManager().getAndActivateWorkspace(CHUNKS, "attn4j-portable-chunks");
+    }
+
+    private static final WorkspaceConfiguration CHUNKS = WorkspaceConfiguration.builder().initialSize(0)
+            .overallocationLimit(0.2).policyAllocation(AllocationPolicy.OVERALLOCATE)
+            .policyLearning(LearningPolicy.OVER_TIME).policyReset(ResetPolicy.BLOCK_LEFT)
+            .policySpill(SpillPolicy.REALLOCATE).build();
 
     private INDArray array(double[] values, long... shape) {
         return Nd4j.createFromArray(values).castTo(type).reshape('c', shape);
@@ -98,18 +127,19 @@ final class PortableLinear {
         INDArray states = Nd4j.create(type, s.batch(), s.heads(), plan.chunks, d, d);
         INDArray run = kvIn == null ? Nd4j.zeros(type, s.batch(), s.heads(), d, d) : kvIn.dup();
         for (int t = 0; t < plan.chunks; t++) {
-            int c = plan.length(t);
-            Tables tab = tables(c);
-            INDArray qt = chunk(q, t);
-            INDArray kt = chunk(kh, t);
-            INDArray vt = chunk(vh, t);
-            run.muli(keep[t]);
-            state(states, t).assign(run);
-            INDArray a = Nd4j.matmul(qt, kt, false, true, false).muli(tab.mask());
-            INDArray o = Nd4j.matmul(a, vt).addi(Nd4j.matmul(qt.mul(tab.in()), run)).muli(real[t]);
-            chunk(out, t).assign(o);
-            INDArray own = Nd4j.matmul(kt.mul(tab.out()), vt, true, false, false).muli(real[t]);
-            run = run.muli(tab.whole()).addi(own);
+            Tables tab = tables(plan.length(t));
+            try (MemoryWorkspace ws = chunkScope()) {
+                INDArray qt = chunk(q, t);
+                INDArray kt = chunk(kh, t);
+                INDArray vt = chunk(vh, t);
+                run.muli(keep[t]);
+                state(states, t).assign(run);
+                INDArray a = Nd4j.matmul(qt, kt, false, true, false).muli(tab.mask());
+                INDArray o = Nd4j.matmul(a, vt).addi(Nd4j.matmul(qt.mul(tab.in()), run)).muli(real[t]);
+                chunk(out, t).assign(o);
+                INDArray own = Nd4j.matmul(kt.mul(tab.out()), vt, true, false, false).muli(real[t]);
+                run.muli(tab.whole()).addi(own);
+            }
         }
         return new LinearAttentionOutput(out, run, new LinearAttentionCache(states, plan.chunk, plan.starts()));
     }
@@ -129,36 +159,39 @@ final class PortableLinear {
         INDArray dDecay = decayGradient ? Nd4j.zeros(type, s.heads()) : null;
         INDArray run = dKvOut == null ? Nd4j.zeros(type, s.batch(), s.heads(), d, d) : dKvOut.dup();
         for (int t = plan.chunks - 1; t >= 0; t--) {
-            int c = plan.length(t);
-            Tables tab = tables(c);
-            INDArray qt = chunk(q, t);
-            INDArray kt = chunk(kh, t);
-            INDArray vt = chunk(vh, t);
-            INDArray dot = chunk(dOut, t);
-            INDArray entering = state(states, t);
-            INDArray leaving = run;                                   // H_t, the gradient of the state leaving t
-            INDArray a = Nd4j.matmul(qt, kt, false, true, false);
-            INDArray dp = Nd4j.matmul(dot, vt, false, true, false);
-            if (decayGradient) {
-                // The four parts of dL/dlambda (ChunkKernel): (b) and (a) from the chunk, (c) and (d) from H_t.
-                INDArray partB = a.mul(dp).muli(tab.maskSlope());
-                INDArray partA = Nd4j.matmul(qt, entering).muli(dot).sum(true, 3).muli(tab.inSlope());
-                INDArray partC = leaving.mul(entering).sum(true, 2, 3).muli(tab.wholeSlope());
-                INDArray partD = Nd4j.matmul(kt, leaving).muli(vt).sum(true, 3).muli(tab.outSlope());
-                dDecay.addi(partB.muli(real[t]).sum(0, 2, 3).addi(partA.muli(real[t]).sum(0, 2, 3))
-                        .addi(partC.muli(real[t]).sum(0, 2, 3)).addi(partD.muli(real[t]).sum(0, 2, 3)));
+            Tables tab = tables(plan.length(t));
+            try (MemoryWorkspace ws = chunkScope()) {
+                INDArray qt = chunk(q, t);
+                INDArray kt = chunk(kh, t);
+                INDArray vt = chunk(vh, t);
+                INDArray dot = chunk(dOut, t);
+                INDArray entering = state(states, t);
+                INDArray leaving = run;                               // H_t, the gradient of the state leaving t
+                INDArray a = Nd4j.matmul(qt, kt, false, true, false);
+                INDArray dp = Nd4j.matmul(dot, vt, false, true, false);
+                if (decayGradient) {
+                    // The four parts of dL/dlambda (ChunkKernel): (b) and (a) from the chunk, (c) and (d) from H_t.
+                    INDArray partB = a.mul(dp).muli(tab.maskSlope());
+                    INDArray partA = Nd4j.matmul(qt, entering).muli(dot).sum(true, 3).muli(tab.inSlope());
+                    INDArray partC = leaving.mul(entering).sum(true, 2, 3).muli(tab.wholeSlope());
+                    INDArray partD = Nd4j.matmul(kt, leaving).muli(vt).sum(true, 3).muli(tab.outSlope());
+                    dDecay.addi(partB.muli(real[t]).sum(0, 2, 3).addi(partA.muli(real[t]).sum(0, 2, 3))
+                            .addi(partC.muli(real[t]).sum(0, 2, 3)).addi(partD.muli(real[t]).sum(0, 2, 3)));
+                }
+                dp.muli(tab.mask());
+                a.muli(tab.mask());
+                INDArray dqt = Nd4j.matmul(dp, kt)
+                        .addi(Nd4j.matmul(dot.mul(tab.in()), entering, false, true, false));
+                INDArray dkt = Nd4j.matmul(dp, qt, true, false, false)
+                        .addi(Nd4j.matmul(vt.mul(tab.out()), leaving, false, true, false));
+                INDArray dvt = Nd4j.matmul(a, dot, true, false, false)
+                        .addi(Nd4j.matmul(kt.mul(tab.out()), leaving));
+                chunk(dq, t).assign(dqt.muli(real[t]));
+                chunk(dkh, t).assign(dkt.muli(real[t]));
+                chunk(dvh, t).assign(dvt.muli(real[t]));
+                INDArray own = Nd4j.matmul(qt.mul(tab.in()), dot, true, false, false).muli(real[t]);
+                run.muli(tab.whole()).addi(own).muli(keep[t]);     // in place: the state outlives the chunk
             }
-            dp.muli(tab.mask());
-            a.muli(tab.mask());
-            INDArray dqt = Nd4j.matmul(dp, kt).addi(Nd4j.matmul(dot.mul(tab.in()), entering, false, true, false));
-            INDArray dkt = Nd4j.matmul(dp, qt, true, false, false)
-                    .addi(Nd4j.matmul(vt.mul(tab.out()), leaving, false, true, false));
-            INDArray dvt = Nd4j.matmul(a, dot, true, false, false).addi(Nd4j.matmul(kt.mul(tab.out()), leaving));
-            chunk(dq, t).assign(dqt.muli(real[t]));
-            chunk(dkh, t).assign(dkt.muli(real[t]));
-            chunk(dvh, t).assign(dvt.muli(real[t]));
-            INDArray own = Nd4j.matmul(qt.mul(tab.in()), dot, true, false, false).muli(real[t]);
-            run = leaving.mul(tab.whole()).addi(own).muli(keep[t]);
         }
         return new LinearAttentionGradients(dq, perKvHead(dkh), perKvHead(dvh), run, dDecay);
     }
