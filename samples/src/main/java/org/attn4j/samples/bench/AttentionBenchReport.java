@@ -161,7 +161,8 @@ final class AttentionBenchReport {
     static String markdown(List<BenchResult> rows, AttentionBench.Settings s, GemmRate gemm, MachineInfo m,
                            String command, String memoryMeasure) {
         boolean torch = rows.stream().anyMatch(r -> r.impl() == Impl.LIBTORCH);
-        String title = "Attention: attn4j vs ND4J's stock op" + (torch ? " and PyTorch's fused kernel" : "")
+        String title = (s.portable() ? "Attention: attn4j's CPU and portable kernels vs ND4J's stock op"
+                : "Attention: attn4j vs ND4J's stock op") + (torch ? " and PyTorch's fused kernel" : "")
                 + (suffix(s).isEmpty() ? "" : " (" + shape(s) + (s.dataType() == DataType.DOUBLE ? ", float64" : "") + ")");
         StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
                 m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, %s, scale "
