@@ -1,13 +1,9 @@
 package org.attn4j.ops.flash;
 
+import org.attn4j.ops.BlockScope;
 import org.attn4j.ops.Documents;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.memory.MemoryWorkspace;
-import org.nd4j.linalg.api.memory.conf.WorkspaceConfiguration;
-import org.nd4j.linalg.api.memory.enums.AllocationPolicy;
-import org.nd4j.linalg.api.memory.enums.LearningPolicy;
-import org.nd4j.linalg.api.memory.enums.ResetPolicy;
-import org.nd4j.linalg.api.memory.enums.SpillPolicy;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.BooleanIndexing;
@@ -85,25 +81,12 @@ final class PortableFlash {
         INDArray out = Nd4j.create(type, s.batch(), s.heads(), s.queries(), s.headDim());
         INDArray lse = Nd4j.create(type, s.batch(), s.heads(), s.queries());
         for (int qb = 0; qb < plan.queryBlocks; qb++) {
-            try (MemoryWorkspace ws = tiles()) {
+            try (MemoryWorkspace ws = BlockScope.enter("attn4j-portable-tiles")) {
                 forwardRows(q, k, v, out, lse, qb);
             }
         }
         return new AttentionOutput(out, lse);
     }
-
-    /**
-     * A workspace for one block's temporaries, reused from block to block: they are freed when the block ends,
-     * not when the garbage collector finds them (which let resident memory grow by hundreds of MB).
-     */
-    private static MemoryWorkspace tiles() {
-        return Nd4j.getWorkspaceManager().getAndActivateWorkspace(TILES, "attn4j-portable-tiles");
-    }
-
-    private static final WorkspaceConfiguration TILES = WorkspaceConfiguration.builder().initialSize(0)
-            .overallocationLimit(0.2).policyAllocation(AllocationPolicy.OVERALLOCATE)
-            .policyLearning(LearningPolicy.OVER_TIME).policyReset(ResetPolicy.BLOCK_LEFT)
-            .policySpill(SpillPolicy.REALLOCATE).build();
 
     /** Query block {@code qb}: its output rows and log-sum-exps, written into {@code out} and {@code lse}. */
     private void forwardRows(INDArray q, INDArray k, INDArray v, INDArray out, INDArray lse, int qb) {
@@ -153,7 +136,7 @@ final class PortableFlash {
         INDArray dk = Nd4j.zeros(type, k.shape());
         INDArray dv = Nd4j.zeros(type, k.shape());
         for (int kb = 0; kb < plan.keyBlocks; kb++) {
-            try (MemoryWorkspace ws = tiles()) {
+            try (MemoryWorkspace ws = BlockScope.enter("attn4j-portable-tiles")) {
                 backwardColumns(q, k, v, dOut, shift, delta4, dq, dk, dv, kb);
             }
         }

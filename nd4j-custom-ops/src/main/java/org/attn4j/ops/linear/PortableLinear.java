@@ -3,14 +3,10 @@ package org.attn4j.ops.linear;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.attn4j.ops.BlockScope;
 import org.attn4j.ops.flash.AttentionShapes;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.memory.MemoryWorkspace;
-import org.nd4j.linalg.api.memory.conf.WorkspaceConfiguration;
-import org.nd4j.linalg.api.memory.enums.AllocationPolicy;
-import org.nd4j.linalg.api.memory.enums.LearningPolicy;
-import org.nd4j.linalg.api.memory.enums.ResetPolicy;
-import org.nd4j.linalg.api.memory.enums.SpillPolicy;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.INDArrayIndex;
@@ -101,19 +97,6 @@ final class PortableLinear {
                 array(outSlope, 1, h, c, 1), array(wholeSlope, 1, h, 1, 1));
     }
 
-    /**
-     * A workspace for one chunk's temporaries, reused from chunk to chunk (freed when the chunk ends, not when the
-     * garbage collector finds them). The running state lives outside it and is updated in place.
-     */
-    private static MemoryWorkspace chunkScope() {
-        return Nd4j.getWorkspaceManager().getAndActivateWorkspace(CHUNKS, "attn4j-portable-chunks");
-    }
-
-    private static final WorkspaceConfiguration CHUNKS = WorkspaceConfiguration.builder().initialSize(0)
-            .overallocationLimit(0.2).policyAllocation(AllocationPolicy.OVERALLOCATE)
-            .policyLearning(LearningPolicy.OVER_TIME).policyReset(ResetPolicy.BLOCK_LEFT)
-            .policySpill(SpillPolicy.REALLOCATE).build();
-
     private INDArray array(double[] values, long... shape) {
         return Nd4j.createFromArray(values).castTo(type).reshape('c', shape);
     }
@@ -128,7 +111,7 @@ final class PortableLinear {
         INDArray run = kvIn == null ? Nd4j.zeros(type, s.batch(), s.heads(), d, d) : kvIn.dup();
         for (int t = 0; t < plan.chunks; t++) {
             Tables tab = tables(plan.length(t));
-            try (MemoryWorkspace ws = chunkScope()) {
+            try (MemoryWorkspace ws = BlockScope.enter("attn4j-portable-chunks")) {
                 INDArray qt = chunk(q, t);
                 INDArray kt = chunk(kh, t);
                 INDArray vt = chunk(vh, t);
@@ -160,7 +143,7 @@ final class PortableLinear {
         INDArray run = dKvOut == null ? Nd4j.zeros(type, s.batch(), s.heads(), d, d) : dKvOut.dup();
         for (int t = plan.chunks - 1; t >= 0; t--) {
             Tables tab = tables(plan.length(t));
-            try (MemoryWorkspace ws = chunkScope()) {
+            try (MemoryWorkspace ws = BlockScope.enter("attn4j-portable-chunks")) {
                 INDArray qt = chunk(q, t);
                 INDArray kt = chunk(kh, t);
                 INDArray vt = chunk(vh, t);
