@@ -15,6 +15,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 
@@ -84,6 +85,14 @@ public final class PrefillBenchCommand implements Callable<Integer> {
         }
         for (int p : workers) {
             Options.atLeast("--workers", p, 1);
+            // The model's 4 heads, causal; the prefill shards the longest prefix the layout splits evenly.
+            int parts = algorithm.defaultLayout(true) == SequenceLayout.ZIGZAG ? 2 * p : p;
+            try {
+                algorithm.validate(SequenceAlgorithm.Settings.of(p, Math.max(parts, length / parts * parts), true)
+                        .withHeads(4, 4));
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--algo " + algo + " with --workers " + p + ": " + e.getMessage());
+            }
         }
         PrintWriter log = spec.commandLine().getOut();
         MachineInfo machine = MachineInfo.current();
@@ -122,7 +131,7 @@ public final class PrefillBenchCommand implements Callable<Integer> {
     /** Runs P workers with {@code threads} cores each; rank 0's result row. */
     private String run(int p, int threads) throws IOException, InterruptedException {
         List<String> rows = new CopyOnWriteArrayList<>();
-        List<String> tail = new CopyOnWriteArrayList<>();
+        List<String> reasons = new CopyOnWriteArrayList<>();
         LaunchResult r = LocalLauncher.builder(p, PrefillBenchWorker.class.getName())
                 .args(List.of(algo, Integer.toString(length), Integer.toString(rounds), Integer.toString(steps)))
                 .heap(heap).timeout(Duration.ofMinutes(30))
@@ -134,10 +143,14 @@ public final class PrefillBenchCommand implements Callable<Integer> {
                     if (at >= 0) {
                         rows.add(line.substring(at + PrefillBenchWorker.RESULT.length()).strip());
                     }
-                }, tail::add).build().run();
+                    int failed = line.indexOf(PrefillBenchWorker.FAILED);
+                    if (failed >= 0) {
+                        reasons.add(line.substring(failed + PrefillBenchWorker.FAILED.length()).strip());
+                    }
+                }, line -> { }).build().run();
         if (!r.succeeded() || rows.isEmpty()) {
-            throw new IllegalStateException("bench prefill: the " + p + " workers failed (" + r + "); their stderr:\n"
-                    + String.join("\n", tail));
+            throw new UserInputException("prefill on " + p + " workers failed: " + (reasons.isEmpty() ? r.toString()
+                    : reasons.get(0)));
         }
         return rows.get(0);
     }

@@ -19,11 +19,13 @@ import org.nd4j.linalg.factory.Nd4j;
  * {@code attn4j train} (the same seed on every rank), prefills a random prompt of N bytes over the job with
  * {@link DistributedDecoder} ({@code ROUNDS} times, after an untimed round at a shorter prompt), then decodes
  * {@code STEPS} bytes; rank 0 prints
- * {@code RESULT algorithm,P,N,first_token_ms,ms_per_token,cache_bytes} (medians; the cache of rank 0).
+ * {@code RESULT algorithm,P,N,first_token_ms,ms_per_token,cache_bytes} (medians; the cache of rank 0). A rank that
+ * fails prints {@code FAILED reason} (one line) and exits 1.
  */
 public final class PrefillBenchWorker {
 
     static final String RESULT = "RESULT ";
+    static final String FAILED = "FAILED ";
 
     private PrefillBenchWorker() {
     }
@@ -35,6 +37,17 @@ public final class PrefillBenchWorker {
         int rounds = Integer.parseInt(args[2]);
         int steps = Integer.parseInt(args[3]);
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+        try {
+            run(algorithm, n, rounds, steps);
+        } catch (Throwable e) {
+            System.out.println(FAILED + e.getClass().getSimpleName() + ": "
+                    + String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
+            System.out.flush();
+            System.exit(1);
+        }
+    }
+
+    private static void run(String algorithm, int n, int rounds, int steps) {
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             ComputationGraph net = new GptGraph(256, n + steps + 1, 64, 4, 4, 2, GptGraph.Attention.FLASH,
                     DataType.FLOAT, 1e-3, 1).build();
