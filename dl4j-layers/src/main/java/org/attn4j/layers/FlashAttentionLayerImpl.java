@@ -189,21 +189,14 @@ public class FlashAttentionLayerImpl
         int length = makeRoom(k, n, positions[0]);
         steps(stepState.get(K), length, n).assign(k);
         steps(stepState.get(V), length, n).assign(v);
-        INDArray at = stepState.get(POSITIONS);
-        for (int t = 0; t < n; t++) {
-            at.putScalar(length + t, positions[t]);
-        }
+        stepState.get(POSITIONS).get(NDArrayIndex.interval(length, length + n)).assign(Nd4j.createFromArray(positions));
         keep(LENGTH, length + n);
     }
 
     /** The global positions of the first {@code length} cached steps. */
     private int[] cachedPositions(int length) {
-        INDArray at = stepState.get(POSITIONS);
-        int[] p = new int[length];
-        for (int j = 0; j < length; j++) {
-            p[j] = at.getInt(j);
-        }
-        return p;
+        // One bulk read per step: an element-wise getInt per cached key was O(context) calls into ND4J.
+        return stepState.get(POSITIONS).get(NDArrayIndex.interval(0, length)).toIntVector();
     }
 
     /**
