@@ -75,7 +75,9 @@ public final class FreePorts {
     /** The first port of the kernel's ephemeral range, or 32768 where it cannot be read. */
     private static int ephemeralStart() {
         try {
-            String[] range = Files.readString(Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim().split("\\s+");
+            // readAllLines, not readString: on procfs (files of size 0) readString returned a truncated "3" here.
+            String[] range = Files.readAllLines(Path.of("/proc/sys/net/ipv4/ip_local_port_range")).get(0).trim()
+                    .split("\\s+");
             return Integer.parseInt(range[0]);
         } catch (IOException | RuntimeException e) {
             return 32768;
