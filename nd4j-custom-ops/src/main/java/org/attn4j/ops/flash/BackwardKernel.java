@@ -34,6 +34,9 @@ final class BackwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
+    /** K^T and V^T packed for the native products, or null for {@link Gemm}. */
+    private final PackedTranspose kt;
+    private final PackedTranspose vt;
 
     /**
      * @param negLse   {@code -LSE} {@code [B, H, Nq]}, with 0 where LSE is -inf (rows that saw no key)
@@ -41,7 +44,8 @@ final class BackwardKernel {
      * @param dq       this thread's dQ accumulator {@code [B, H, Nq, D]}, zero on entry
      */
     BackwardKernel(INDArray q, INDArray k, INDArray v, INDArray dOut, INDArray negLse, INDArray negDelta,
-                   INDArray dq, INDArray dk, INDArray dv, AttentionShapes s, TilePlan plan, double scale) {
+                   INDArray dq, INDArray dk, INDArray dv, AttentionShapes s, TilePlan plan, double scale,
+                   PackedTranspose kt, PackedTranspose vt) {
         this.q = q;
         this.k = k;
         this.v = v;
@@ -56,6 +60,8 @@ final class BackwardKernel {
         this.scale = scale;
         this.type = s.dataType();
         this.math = TileMath.forType(type);
+        this.kt = kt;
+        this.vt = vt;
     }
 
     /** Computes dK, dV of key block {@code kb} of kv head {@code hk} in sequence {@code b}, and adds to dQ. */
@@ -76,17 +82,33 @@ final class BackwardKernel {
                 long at = row * d;
                 double keep = first ? 0.0 : 1.0;          // the first tile overwrites the accumulators
                 INDArray p = buffer(2, rows, cols);
-                Gemm.mul(q, at, false, k, kOff, true, p, 0, rows, cols, d, scale, 0.0);
-                if (kind == TilePlan.Kind.PARTIAL) {
-                    math.mask(p, plan, b, qb, kb);
-                }
-                math.expShifted(p, negLse, row, rows, cols);
-                Gemm.mul(p, 0, true, dOut, at, false, dv, kOff, cols, d, rows, 1.0, keep);
                 INDArray ds = buffer(3, rows, cols);
-                Gemm.mul(dOut, at, false, v, kOff, true, ds, 0, rows, cols, d, 1.0, 0.0);
-                math.shiftedProduct(ds, p, negDelta, row, rows, cols);
-                Gemm.mul(ds, 0, false, k, kOff, false, dq, at, rows, d, cols, scale, 1.0);
-                Gemm.mul(ds, 0, true, q, at, false, dk, kOff, cols, d, rows, scale, keep);
+                if (kt != null) {
+                    int bh = b * s.kvHeads() + hk;
+                    NativeTileMath.productTransposed(q, at, d, kt.data(), kt.offset(bh, kb, 0), d, p, 0, cols, rows,
+                            cols, scale);
+                    if (kind == TilePlan.Kind.PARTIAL) {
+                        math.mask(p, plan, b, qb, kb);
+                    }
+                    math.expShifted(p, negLse, row, rows, cols);
+                    NativeTileMath.product(p, 0, 1, cols, dOut, at, d, dv, kOff, d, cols, d, rows, 1.0, !first);
+                    NativeTileMath.productTransposed(dOut, at, d, vt.data(), vt.offset(bh, kb, 0), d, ds, 0, cols,
+                            rows, cols, 1.0);
+                    math.shiftedProduct(ds, p, negDelta, row, rows, cols);
+                    NativeTileMath.product(ds, 0, cols, 1, k, kOff, d, dq, at, d, rows, d, cols, scale, true);
+                    NativeTileMath.product(ds, 0, 1, cols, q, at, d, dk, kOff, d, cols, d, rows, scale, !first);
+                } else {
+                    Gemm.mul(q, at, false, k, kOff, true, p, 0, rows, cols, d, scale, 0.0);
+                    if (kind == TilePlan.Kind.PARTIAL) {
+                        math.mask(p, plan, b, qb, kb);
+                    }
+                    math.expShifted(p, negLse, row, rows, cols);
+                    Gemm.mul(p, 0, true, dOut, at, false, dv, kOff, cols, d, rows, 1.0, keep);
+                    Gemm.mul(dOut, at, false, v, kOff, true, ds, 0, rows, cols, d, 1.0, 0.0);
+                    math.shiftedProduct(ds, p, negDelta, row, rows, cols);
+                    Gemm.mul(ds, 0, false, k, kOff, false, dq, at, rows, d, cols, scale, 1.0);
+                    Gemm.mul(ds, 0, true, q, at, false, dk, kOff, cols, d, rows, scale, keep);
+                }
                 first = false;
             }
         }

@@ -134,14 +134,16 @@ public final class FlashAttention {
         INDArray kc = inPlace ? k : Views.plain(k);
         INDArray vc = inPlace ? v : Views.plain(v);
         long rowsPerHead = inPlace ? keyRows : s.keys();
-        INDArray out = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries(), s.headDim());
-        INDArray lse = Nd4j.create(s.dataType(), s.batch(), s.heads(), s.queries());
+        // Every row of both is written by the kernels (rows that see no key too): no zeroing first.
+        INDArray out = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.queries(), s.headDim());
+        INDArray lse = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.queries());
         TilePlan plan = new TilePlan(mask, s, queryBlock, keyBlock);
         int perHead = plan.queryBlocks;
         int items = s.batch() * s.heads() * perHead;
         double flops = 4.0 * s.batch() * s.heads() * s.queries() * s.keys() * s.headDim();
+        PackedTranspose kt = PackedTranspose.applies(s) ? PackedTranspose.of(kc, rowsPerHead, s, keyBlock, 0) : null;
         WorkerPool.run(WorkerPool.workers(threads, items, flops), items,
-                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale),
+                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, kt),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
                         perHead - 1 - item % perHead));
@@ -204,6 +206,9 @@ public final class FlashAttention {
         INDArray dk = Nd4j.create(s.dataType(), k.shape());
         INDArray dv = Nd4j.create(s.dataType(), k.shape());
         TilePlan plan = new TilePlan(mask, s, backwardQueryBlock, keyBlock);
+        boolean packed = PackedTranspose.applies(s);
+        PackedTranspose kt = packed ? PackedTranspose.of(kc, s.keys(), s, keyBlock, 0) : null;
+        PackedTranspose vt = packed ? PackedTranspose.of(vc, s.keys(), s, keyBlock, 1) : null;
         int perHead = plan.keyBlocks;
         int heads = s.batch() * s.kvHeads();
         if (heads % WorkerPool.workers(threads, Integer.MAX_VALUE) == 0) {
@@ -212,7 +217,7 @@ public final class FlashAttention {
             // with 8 heads, N = 1024-4096: backward time within -5 % to +3 % of splitting by key block.
             INDArray dq = Nd4j.create(s.dataType(), q.shape());
             WorkerPool.run(threads, heads,
-                    () -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale),
+                    () -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale, kt, vt),
                     (kernel, item) -> {
                         for (int kb = 0; kb < perHead; kb++) {
                             kernel.run(item / s.kvHeads(), item % s.kvHeads(), kb);
@@ -228,7 +233,7 @@ public final class FlashAttention {
             dqs[w] = Nd4j.create(s.dataType(), q.shape());
         }
         WorkerPool.run(workers, items,
-                w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale),
+                w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale, kt, vt),
                 (kernel, item) -> kernel.run(item / (s.kvHeads() * perHead), item / perHead % s.kvHeads(),
                         item % perHead));
         INDArray dq = dqs[0];

@@ -33,10 +33,12 @@ final class ForwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
+    /** K^T packed for the native products, or null for {@link Gemm}. */
+    private final PackedTranspose kt;
 
     /** {@code keyRows}: rows from one K/V head to the next in k's and v's buffers (at least the number of keys). */
     ForwardKernel(INDArray q, INDArray k, INDArray v, long keyRows, INDArray out, INDArray lse, AttentionShapes s,
-                  TilePlan plan, double scale) {
+                  TilePlan plan, double scale, PackedTranspose kt) {
         this.q = q;
         this.k = k;
         this.v = v;
@@ -48,6 +50,7 @@ final class ForwardKernel {
         this.scale = scale;
         this.type = s.dataType();
         this.math = TileMath.forType(type);
+        this.kt = kt;
     }
 
     /** Computes rows {@code qb} of head {@code h} in sequence {@code b}. */
@@ -92,12 +95,12 @@ final class ForwardKernel {
                     from = from / COLUMN_STEP * COLUMN_STEP;
                     to = Math.min(cols, (to + COLUMN_STEP - 1) / COLUMN_STEP * COLUMN_STEP);
                     if (to > from) {
-                        step(b, kb, q0, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
+                        step(b, h, kb, q0, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
                     }
                 }
                 continue;
             }
-            step(b, kb, plan.queryStart(qb), qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc,
+            step(b, h, kb, plan.queryStart(qb), qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc,
                     m, l, first ? 0.0 : 1.0);           // the first tile overwrites the accumulator
             first = false;
         }
@@ -124,12 +127,17 @@ final class ForwardKernel {
      * {@code c0 ...} ({@code cols} of them) of key block {@code kb}: scores, mask, powers, and the accumulator's
      * rows rescaled and updated ({@code beta} 0 overwrites them).
      */
-    private void step(int b, int kb, int q0, long qRow0, long kOff, int r0, int n, int c0, int cols,
+    private void step(int b, int h, int kb, int q0, long qRow0, long kOff, int r0, int n, int c0, int cols,
                       boolean partial, double unit, INDArray acc, double[] m, double[] l, double beta) {
         int d = s.headDim();
         INDArray scores = buffer(1, n, cols);
-        Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
-                0.0);
+        if (kt != null) {
+            NativeTileMath.productTransposed(q, (qRow0 + r0) * d, d, kt.data(),
+                    kt.offset(b * s.kvHeads() + h / s.group(), kb, c0), d, scores, 0, cols, n, cols, scale * unit);
+        } else {
+            Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
+                    0.0);
+        }
         if (partial) {
             math.mask(scores, plan, b, q0 + r0, n, kb, c0, cols);
         }
@@ -144,7 +152,12 @@ final class ForwardKernel {
         if (rescale && beta != 0.0) {
             math.scaleRows(acc, r0, alpha, n, d);
         }
-        Gemm.mul(scores, 0, false, v, kOff + (long) c0 * d, false, acc, (long) r0 * d, n, d, cols, 1.0, beta);
+        if (kt != null) {
+            NativeTileMath.product(scores, 0, cols, 1, v, kOff + (long) c0 * d, d, acc, (long) r0 * d, d, n, d, cols,
+                    1.0, beta != 0.0);
+        } else {
+            Gemm.mul(scores, 0, false, v, kOff + (long) c0 * d, false, acc, (long) r0 * d, n, d, cols, 1.0, beta);
+        }
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

@@ -5,9 +5,10 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
  * The element-wise work on one score tile, between the gemms: the online-softmax step of the forward
- * pass and the two row-shifted element-wise steps of the backward pass. Two implementations: one fused
- * pass per row with the JDK Vector API (FLOAT, when {@code jdk.incubator.vector} is in the boot layer),
- * and a fallback made of ND4J ops (any type). The choice is made once, in {@link #forType}.
+ * pass and the two row-shifted element-wise steps of the backward pass. Three implementations: native
+ * AVX-512 code for FLOAT where its library loads ({@link NativeTileMath}), fused passes per row with the JDK
+ * Vector API (FLOAT and DOUBLE, when {@code jdk.incubator.vector} is in the boot layer), and a fallback made of
+ * ND4J ops (any type). The choice is made once, in {@link #forType}.
  *
  * <p>Tiles are dedicated, offset-free {@code rows x cols} C-order buffers; row shifts are read from
  * consecutive elements of a plain array.
@@ -61,7 +62,8 @@ interface TileMath {
     static TileMath forType(DataType type) {
         if (VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {
             if (type == DataType.FLOAT) {
-                return VectorTileMath.create();
+                return NativeTileMath.enabled() ? new NativeTileMath(VectorTileMath.create())
+                        : VectorTileMath.create();
             }
             if (type == DataType.DOUBLE) {
                 return VectorTileMath.createDouble();

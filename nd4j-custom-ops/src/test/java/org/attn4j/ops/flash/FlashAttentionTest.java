@@ -59,7 +59,7 @@ class FlashAttentionTest {
             AttentionMask.builder().window(70).build(), AttentionMask.builder().causal(true).keyPadding(pad).build()};
         for (AttentionMask mask : masks) {
             checkAgainstReference(91, DataType.DOUBLE, 2, 2, 1, 600, 600, 16, mask, 1e-12, tiles);
-            inBothTilePaths(() -> checkAgainstReference(92, DataType.FLOAT, 2, 2, 1, 600, 600, 16, mask, 1e-5, tiles));
+            inEveryTilePath(() -> checkAgainstReference(92, DataType.FLOAT, 2, 2, 1, 600, 600, 16, mask, 1e-5, tiles));
         }
     }
 
@@ -67,7 +67,7 @@ class FlashAttentionTest {
     void vectorAndNd4jTilePathsBothMatchReferenceInFloat32() {
         AttentionMask mask = AttentionMask.builder().causal(true).window(30).build();
         assertTrue(VectorTileMath.AVAILABLE, "tests run with --add-modules jdk.incubator.vector (pom argLine)");
-        inBothTilePaths(() -> {
+        inEveryTilePath(() -> {
             checkAgainstReference(77, DataType.FLOAT, 2, 4, 2, 203, 203, 24, mask, 1e-5, SMALL_TILES);
             checkAgainstReference(78, DataType.FLOAT, 1, 2, 1, 113, 113, 64, AttentionMask.none(), 1e-5,
                     FlashAttention.defaults());
@@ -302,15 +302,22 @@ class FlashAttentionTest {
         return out;
     }
 
-    /** Runs {@code check} with the vector tile maths and again with ND4J's ({@code attn4j.noVector}). */
-    static void inBothTilePaths(Runnable check) {
-        String key = "attn4j.noVector";
-        for (String off : new String[] {"false", "true"}) {
-            System.setProperty(key, off);
+    /**
+     * Runs {@code check} with each tile math: the native one (where it loads), the Vector API one
+     * ({@code attn4j.nativeTiles=false}) and ND4J's ({@code attn4j.noVector}).
+     */
+    static void inEveryTilePath(Runnable check) {
+        String[][] paths = {{}, {"attn4j.nativeTiles", "false"}, {"attn4j.noVector", "true"}};
+        for (String[] path : paths) {
+            if (path.length > 0) {
+                System.setProperty(path[0], path[1]);
+            }
             try {
                 check.run();
             } finally {
-                System.clearProperty(key);
+                if (path.length > 0) {
+                    System.clearProperty(path[0]);
+                }
             }
         }
     }
