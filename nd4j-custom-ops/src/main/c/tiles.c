@@ -226,25 +226,35 @@ static inline long panels(long rows) {
     return (rows + PANEL - 1) / PANEL;
 }
 
+/* One panel: rows [0, n) of k (n <= 32, row stride ld) transposed into panel[x * 32 + j], zeros past n. Full panels
+ * gather 16 rows' values of one column at a time. */
+AVX512 static void pack_panel(const float *k, long ld, long n, int d, float *panel) {
+    if (n == PANEL && ld <= 0x7FFFFFF) {
+        __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int) ld));
+        const float *lower = k;
+        const float *upper = k + 16 * ld;
+        for (int x = 0; x < d; x++) {
+            _mm512_storeu_ps(panel + x * PANEL, _mm512_i32gather_ps(idx, lower + x, 4));
+            _mm512_storeu_ps(panel + x * PANEL + 16, _mm512_i32gather_ps(idx, upper + x, 4));
+        }
+        return;
+    }
+    for (int x = 0; x < d; x++) {
+        for (int j = 0; j < PANEL; j++) {
+            panel[x * PANEL + j] = j < n ? k[j * ld + x] : 0.0f;
+        }
+    }
+}
+
 /* out = K's rows [0, rows) (row stride ld) packed per block of blockRows rows, blocks one after the other. */
-static void pack_transposed(const float *k, long ld, long rows, int d, long blockRows, float *out) {
+AVX512 static void pack_transposed(const float *k, long ld, long rows, int d, long blockRows, float *out) {
     for (long b0 = 0; b0 < rows; b0 += blockRows) {
         long n = rows - b0 < blockRows ? rows - b0 : blockRows;
         for (long p = 0; p < panels(n); p++) {
-            float *panel = out + (size_t) p * d * PANEL;
-            for (int j = 0; j < PANEL; j++) {
-                long row = b0 + p * PANEL + j;
-                if (p * PANEL + j < n) {
-                    const float *src = k + (size_t) row * ld;
-                    for (int x = 0; x < d; x++) {
-                        panel[x * PANEL + j] = src[x];
-                    }
-                } else {
-                    for (int x = 0; x < d; x++) {
-                        panel[x * PANEL + j] = 0.0f;
-                    }
-                }
-            }
+            long left = n - p * PANEL;
+            pack_panel(k + (size_t) (b0 + p * PANEL) * ld, ld, left < PANEL ? left : PANEL, d,
+                       out + (size_t) p * d * PANEL);
         }
         out += (size_t) panels(n) * d * PANEL;
     }

@@ -34,9 +34,8 @@ final class BackwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
-    /** K^T and V^T packed for the native products, or null for {@link Gemm}. */
-    private final PackedTranspose kt;
-    private final PackedTranspose vt;
+    /** Whether the products are native ({@link NativeTileMath}) rather than {@link Gemm}. */
+    private final boolean packed;
 
     /**
      * @param negLse   {@code -LSE} {@code [B, H, Nq]}, with 0 where LSE is -inf (rows that saw no key)
@@ -45,7 +44,7 @@ final class BackwardKernel {
      */
     BackwardKernel(INDArray q, INDArray k, INDArray v, INDArray dOut, INDArray negLse, INDArray negDelta,
                    INDArray dq, INDArray dk, INDArray dv, AttentionShapes s, TilePlan plan, double scale,
-                   PackedTranspose kt, PackedTranspose vt) {
+                   boolean packed) {
         this.q = q;
         this.k = k;
         this.v = v;
@@ -60,8 +59,7 @@ final class BackwardKernel {
         this.scale = scale;
         this.type = s.dataType();
         this.math = TileMath.forType(type);
-        this.kt = kt;
-        this.vt = vt;
+        this.packed = packed;
     }
 
     /** Computes dK, dV of key block {@code kb} of kv head {@code hk} in sequence {@code b}, and adds to dQ. */
@@ -70,6 +68,9 @@ final class BackwardKernel {
         int cols = plan.keyCols(kb);
         long kOff = (((long) b * s.kvHeads() + hk) * s.keys() + plan.keyStart(kb)) * d;
         boolean first = true;
+        // This key block's K^T and V^T, packed once for all its query blocks.
+        INDArray kt = packed ? PackedTranspose.block(4, k, kOff, cols, d, plan.keyCols(0)) : null;
+        INDArray vt = packed ? PackedTranspose.block(5, v, kOff, cols, d, plan.keyCols(0)) : null;
         for (int g = 0; g < s.group(); g++) {
             int h = hk * s.group() + g;
             for (int qb = 0; qb < plan.queryBlocks; qb++) {
@@ -83,17 +84,14 @@ final class BackwardKernel {
                 double keep = first ? 0.0 : 1.0;          // the first tile overwrites the accumulators
                 INDArray p = buffer(2, rows, cols);
                 INDArray ds = buffer(3, rows, cols);
-                if (kt != null) {
-                    int bh = b * s.kvHeads() + hk;
-                    NativeTileMath.productTransposed(q, at, d, kt.data(), kt.offset(bh, kb, 0), d, p, 0, cols, rows,
-                            cols, scale);
+                if (packed) {
+                    NativeTileMath.productTransposed(q, at, d, kt, 0, d, p, 0, cols, rows, cols, scale);
                     if (kind == TilePlan.Kind.PARTIAL) {
                         math.mask(p, plan, b, qb, kb);
                     }
                     math.expShifted(p, negLse, row, rows, cols);
                     NativeTileMath.product(p, 0, 1, cols, dOut, at, d, dv, kOff, d, cols, d, rows, 1.0, !first);
-                    NativeTileMath.productTransposed(dOut, at, d, vt.data(), vt.offset(bh, kb, 0), d, ds, 0, cols,
-                            rows, cols, 1.0);
+                    NativeTileMath.productTransposed(dOut, at, d, vt, 0, d, ds, 0, cols, rows, cols, 1.0);
                     math.shiftedProduct(ds, p, negDelta, row, rows, cols);
                     NativeTileMath.product(ds, 0, cols, 1, k, kOff, d, dq, at, d, rows, d, cols, scale, true);
                     NativeTileMath.product(ds, 0, 1, cols, q, at, d, dk, kOff, d, cols, d, rows, scale, !first);

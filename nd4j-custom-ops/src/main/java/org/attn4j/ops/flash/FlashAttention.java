@@ -88,6 +88,22 @@ public final class FlashAttention {
         return new FlashAttention(queryBlock, backwardQueryBlock, keyBlock, threads);
     }
 
+    /**
+     * What runs between and around the float32 tile products on this machine, in words: "native AVX-512 tile code",
+     * or the Java path and why the native code is not in use (no AVX-512F, not Linux x86-64, turned off by
+     * {@code -Dattn4j.nativeTiles=false}, ...). For logs and benchmark reports.
+     */
+    public static String tileCode() {
+        TileMath math = TileMath.forType(org.nd4j.linalg.api.buffer.DataType.FLOAT);
+        if (math instanceof NativeTileMath) {
+            return "native AVX-512 tile code";
+        }
+        String why = NativeTileMath.UNAVAILABLE != null ? NativeTileMath.UNAVAILABLE
+                : "turned off by -Dattn4j.nativeTiles=false";
+        return (math instanceof Nd4jTileMath ? "ND4J element-wise ops" : "Java Vector API tile pass")
+                + " and OpenBLAS products (native tile code not in use: " + why + ")";
+    }
+
     /** {@code 1 / sqrt(D)}, the default softmax scale. */
     public static double defaultScale(long headDim) {
         return 1.0 / Math.sqrt(headDim);
@@ -141,9 +157,9 @@ public final class FlashAttention {
         int perHead = plan.queryBlocks;
         int items = s.batch() * s.heads() * perHead;
         double flops = 4.0 * s.batch() * s.heads() * s.queries() * s.keys() * s.headDim();
-        PackedTranspose kt = PackedTranspose.applies(s) ? PackedTranspose.of(kc, rowsPerHead, s, keyBlock, 0) : null;
+        boolean packed = PackedTranspose.applies(s);
         WorkerPool.run(WorkerPool.workers(threads, items, flops), items,
-                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, kt),
+                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, packed),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
                         perHead - 1 - item % perHead));
@@ -207,8 +223,6 @@ public final class FlashAttention {
         INDArray dv = Nd4j.create(s.dataType(), k.shape());
         TilePlan plan = new TilePlan(mask, s, backwardQueryBlock, keyBlock);
         boolean packed = PackedTranspose.applies(s);
-        PackedTranspose kt = packed ? PackedTranspose.of(kc, s.keys(), s, keyBlock, 0) : null;
-        PackedTranspose vt = packed ? PackedTranspose.of(vc, s.keys(), s, keyBlock, 1) : null;
         int perHead = plan.keyBlocks;
         int heads = s.batch() * s.kvHeads();
         if (heads % WorkerPool.workers(threads, Integer.MAX_VALUE) == 0) {
@@ -217,7 +231,7 @@ public final class FlashAttention {
             // with 8 heads, N = 1024-4096: backward time within -5 % to +3 % of splitting by key block.
             INDArray dq = Nd4j.create(s.dataType(), q.shape());
             WorkerPool.run(threads, heads,
-                    () -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale, kt, vt),
+                    () -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale, packed),
                     (kernel, item) -> {
                         for (int kb = 0; kb < perHead; kb++) {
                             kernel.run(item / s.kvHeads(), item % s.kvHeads(), kb);
@@ -233,7 +247,7 @@ public final class FlashAttention {
             dqs[w] = Nd4j.create(s.dataType(), q.shape());
         }
         WorkerPool.run(workers, items,
-                w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale, kt, vt),
+                w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale, packed),
                 (kernel, item) -> kernel.run(item / (s.kvHeads() * perHead), item / perHead % s.kvHeads(),
                         item % perHead));
         INDArray dq = dqs[0];

@@ -33,12 +33,14 @@ final class ForwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
-    /** K^T packed for the native products, or null for {@link Gemm}. */
-    private final PackedTranspose kt;
+    /** Whether the products are native ({@link NativeTileMath}) rather than {@link Gemm}. */
+    private final boolean packed;
+    /** The current key block's K^T, packed, when {@link #packed}. */
+    private INDArray kt;
 
     /** {@code keyRows}: rows from one K/V head to the next in k's and v's buffers (at least the number of keys). */
     ForwardKernel(INDArray q, INDArray k, INDArray v, long keyRows, INDArray out, INDArray lse, AttentionShapes s,
-                  TilePlan plan, double scale, PackedTranspose kt) {
+                  TilePlan plan, double scale, boolean packed) {
         this.q = q;
         this.k = k;
         this.v = v;
@@ -50,7 +52,7 @@ final class ForwardKernel {
         this.scale = scale;
         this.type = s.dataType();
         this.math = TileMath.forType(type);
-        this.kt = kt;
+        this.packed = packed;
     }
 
     /** Computes rows {@code qb} of head {@code h} in sequence {@code b}. */
@@ -74,6 +76,9 @@ final class ForwardKernel {
             }
             int cols = plan.keyCols(kb);
             long kOff = (kRow0 + plan.keyStart(kb)) * d;
+            if (packed) {
+                kt = PackedTranspose.block(4, k, kOff, cols, d, plan.keyCols(0));
+            }
             if (kind == TilePlan.Kind.PARTIAL && plan.keysAscend(kb) && rows > ROW_GROUP) {
                 // A partly masked tile (the causal diagonal, a window's edge) in groups of rows, each computing
                 // only the run of columns some of its rows may see. Groups can start at different tiles, so the
@@ -95,12 +100,12 @@ final class ForwardKernel {
                     from = from / COLUMN_STEP * COLUMN_STEP;
                     to = Math.min(cols, (to + COLUMN_STEP - 1) / COLUMN_STEP * COLUMN_STEP);
                     if (to > from) {
-                        step(b, h, kb, q0, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
+                        step(b, kb, q0, qRow0, kOff, r0, n, from, to - from, true, unit, acc, m, l, 1.0);
                     }
                 }
                 continue;
             }
-            step(b, h, kb, plan.queryStart(qb), qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc,
+            step(b, kb, plan.queryStart(qb), qRow0, kOff, 0, rows, 0, cols, kind == TilePlan.Kind.PARTIAL, unit, acc,
                     m, l, first ? 0.0 : 1.0);           // the first tile overwrites the accumulator
             first = false;
         }
@@ -127,13 +132,13 @@ final class ForwardKernel {
      * {@code c0 ...} ({@code cols} of them) of key block {@code kb}: scores, mask, powers, and the accumulator's
      * rows rescaled and updated ({@code beta} 0 overwrites them).
      */
-    private void step(int b, int h, int kb, int q0, long qRow0, long kOff, int r0, int n, int c0, int cols,
+    private void step(int b, int kb, int q0, long qRow0, long kOff, int r0, int n, int c0, int cols,
                       boolean partial, double unit, INDArray acc, double[] m, double[] l, double beta) {
         int d = s.headDim();
         INDArray scores = buffer(1, n, cols);
-        if (kt != null) {
-            NativeTileMath.productTransposed(q, (qRow0 + r0) * d, d, kt.data(),
-                    kt.offset(b * s.kvHeads() + h / s.group(), kb, c0), d, scores, 0, cols, n, cols, scale * unit);
+        if (packed) {
+            NativeTileMath.productTransposed(q, (qRow0 + r0) * d, d, kt, PackedTranspose.offset(c0, d), d, scores, 0,
+                    cols, n, cols, scale * unit);
         } else {
             Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
                     0.0);
@@ -152,7 +157,7 @@ final class ForwardKernel {
         if (rescale && beta != 0.0) {
             math.scaleRows(acc, r0, alpha, n, d);
         }
-        if (kt != null) {
+        if (packed) {
             NativeTileMath.product(scores, 0, cols, 1, v, kOff + (long) c0 * d, d, acc, (long) r0 * d, d, n, d, cols,
                     1.0, beta != 0.0);
         } else {

@@ -58,16 +58,20 @@ interface TileMath {
     /** {@code m[row0 + r][c] *= factors[r]} for {@code r < rows}. */
     void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols);
 
-    /** The fastest implementation available for {@code type}. */
+    /**
+     * The fastest implementation available for {@code type}. {@code -Dattn4j.noVector=true} forces ND4J's (to test
+     * or compare that path), {@code -Dattn4j.nativeTiles=false} the Java ones.
+     */
     static TileMath forType(DataType type) {
-        if (VectorTileMath.AVAILABLE && !Boolean.getBoolean("attn4j.noVector")) {
-            if (type == DataType.FLOAT) {
-                return NativeTileMath.enabled() ? new NativeTileMath(VectorTileMath.create())
-                        : VectorTileMath.create();
-            }
-            if (type == DataType.DOUBLE) {
-                return VectorTileMath.createDouble();
-            }
+        if (Boolean.getBoolean("attn4j.noVector")) {
+            return new Nd4jTileMath();
+        }
+        if (type == DataType.FLOAT && NativeTileMath.enabled()) {
+            return new NativeTileMath(VectorTileMath.AVAILABLE ? VectorTileMath.create() : new Nd4jTileMath());
+        }
+        if (VectorTileMath.AVAILABLE) {
+            return type == DataType.FLOAT ? VectorTileMath.create()
+                    : type == DataType.DOUBLE ? VectorTileMath.createDouble() : new Nd4jTileMath();
         }
         return new Nd4jTileMath();
     }

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 
+import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.samples.bench.BenchResult.Impl;
 import org.attn4j.samples.bench.BenchResult.Pass;
 import org.attn4j.samples.bench.BenchResult.Status;
@@ -178,13 +179,14 @@ final class AttentionBenchReport {
                         + "3.5 times that for forward+backward and half of it for causal. Stock is ND4J's "
                         + "`DotProductAttention` and `dot_product_attention_bp` with ND4J's native threads at the "
                         + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
-                        + "its default threading (docs/threading.md).%s", shape(s), s.headDim(), typeName(s),
+                        + "its default threading (docs/threading.md) and, for float32, its " + FlashAttention.tileCode()
+                        + ".%s", shape(s), s.headDim(), typeName(s),
                         AttentionBench.WARM_UP_SECONDS, s.repeats(),
                         s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, typeName(s), gemm.best() / 1e9, gemm.size(),
                         torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
                         + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "
                         + "attn4j) in its own process right after attn4j's runs at each N, on as many threads as "
-                        + "cores, in attn4j's environment (its gemm calls OpenBLAS too, so both get the same kernels): "
+                        + "cores, in attn4j's environment (its gemm calls OpenBLAS, the library whose rate is the floor's): "
                         + "the median of " + 3 + " runs after a warm-up." : "")));
         boolean portable = rows.stream().anyMatch(r -> r.impl() == Impl.PORTABLE);
         if (portable) {

@@ -53,8 +53,18 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
     CommandSpec spec;
 
     /** One split of the cores; {@code policy} marks what attn4j does by default. */
-    private record Config(String name, int nativeThreads, int javaThreads, boolean pin, boolean vector,
+    private record Config(String name, int nativeThreads, int javaThreads, boolean pin, Tiles tiles,
                           boolean policy) {
+    }
+
+    /** The code between and around the products of a tile (FlashAttention's tile math and products). */
+    private enum Tiles {
+        /** Native AVX-512 tile math and products, where the library loads (the default). */
+        NATIVE,
+        /** The Java Vector API tile pass and OpenBLAS's gemm ({@code attn4j.nativeTiles=false}). */
+        VECTOR,
+        /** ND4J element-wise ops and OpenBLAS's gemm ({@code attn4j.noVector=true}). */
+        ND4J
     }
 
     private record Row(Config config, double forwardMs, double forwardBackwardMs) {
@@ -70,16 +80,17 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         }
         int cores = Runtime.getRuntime().availableProcessors();
         List<Config> configs = List.of(
-                new Config("attn4j policy: " + cores + " Java threads, native threads pinned to 1, vector tile pass",
-                        cores, cores, true, true, true),
+                new Config("attn4j policy: " + cores + " Java threads, native threads pinned to 1, native tile code",
+                        cores, cores, true, Tiles.NATIVE, true),
                 new Config(cores + " Java threads, ND4J native thread count left at " + cores + " (not pinned)",
-                        cores, cores,
-                        false, true, false),
-                new Config("1 Java thread, ND4J native thread count " + cores, cores, 1, false, true,
-                        false),
-                new Config("1 Java thread, ND4J native thread count 1", 1, 1, false, true, false),
-                new Config("attn4j policy, ND4J element-wise ops instead of the vector tile pass", cores, cores, true,
-                        false, false));
+                        cores, cores, false, Tiles.NATIVE, false),
+                new Config("1 Java thread, ND4J native thread count " + cores, cores, 1, false, Tiles.NATIVE, false),
+                new Config("1 Java thread, ND4J native thread count 1", 1, 1, false, Tiles.NATIVE, false),
+                new Config("attn4j policy, Java Vector API tile pass and OpenBLAS products instead of the native code",
+                        cores, cores, true, Tiles.VECTOR, false),
+                new Config("attn4j policy, ND4J element-wise ops and OpenBLAS products instead of the native code",
+                        cores, cores, true, Tiles.ND4J, false));
+        String defaultTiles = FlashAttention.tileCode();
         PrintWriter log = spec.commandLine().getOut();
         INDArray q = Nd4j.getRandomFactory().getNewRandomInstance(1).nextGaussian(new long[] {1, 1, n, 64})
                 .castTo(DataType.FLOAT);
@@ -112,6 +123,7 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         } finally {
             System.clearProperty("attn4j.pinNativeThreads");
             System.clearProperty("attn4j.noVector");
+            System.clearProperty("attn4j.nativeTiles");
             env.setMaxThreads(savedThreads);
             env.setMaxMasterThreads(savedThreads);
             Nd4j.factory().blas().setMaxThreads(savedBlas);
@@ -120,12 +132,12 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         for (int i = 0; i < configs.size(); i++) {
             Row r = new Row(configs.get(i), GemmRate.median(forward[i]), GemmRate.median(forwardBackward[i]));
             rows.add(r);
-            log.printf(Locale.ROOT, "%-80s forward %8.1f ms  forward+backward %8.1f ms%n", r.config().name(),
+            log.printf(Locale.ROOT, "%-90s forward %8.1f ms  forward+backward %8.1f ms%n", r.config().name(),
                     r.forwardMs(), r.forwardBackwardMs());
         }
         log.flush();
         Files.createDirectories(out);
-        MarkdownSection.replace(out.resolve("threading.md"), "threading", markdown(rows));
+        MarkdownSection.replace(out.resolve("threading.md"), "threading", markdown(rows, defaultTiles));
         log.printf("wrote the 'threading' section of %s%n", out.resolve("threading.md"));
         log.flush();
         return 0;
@@ -137,7 +149,8 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         env.setMaxMasterThreads(c.nativeThreads());
         Nd4j.factory().blas().setMaxThreads(c.nativeThreads());
         System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
-        System.setProperty("attn4j.noVector", Boolean.toString(!c.vector()));
+        System.setProperty("attn4j.noVector", Boolean.toString(c.tiles() == Tiles.ND4J));
+        System.setProperty("attn4j.nativeTiles", Boolean.toString(c.tiles() == Tiles.NATIVE));
     }
 
     /** Forward ms and forward+backward ms of one call. */
@@ -155,15 +168,15 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         return new double[] {(t1 - t0) / 1e6, (t2 - t0) / 1e6};
     }
 
-    private String markdown(List<Row> rows) {
+    private String markdown(List<Row> rows, String defaultTiles) {
         Row policy = rows.get(0);
         StringBuilder md = new StringBuilder();
         md.append(String.format(Locale.ROOT, "`./attn4j bench threading` on %s. Flash attention, N = %d, D = 64, "
                 + "one head, float32, full mask, in one process; each time is the median of %d runs (%d rounds over "
                 + "all configurations after a warm-up round). The native thread count is set at run time through "
                 + "ND4J (`Environment.setMaxThreads`, `Blas.setMaxThreads`); the process started with "
-                + "OMP_NUM_THREADS=%s.%n%n", MachineInfo.current().describe(), n, ROUNDS * repeats, ROUNDS,
-                System.getenv().getOrDefault("OMP_NUM_THREADS", "unset")));
+                + "OMP_NUM_THREADS=%s. Tile code by default: %s.%n%n", MachineInfo.current().describe(), n,
+                ROUNDS * repeats, ROUNDS, System.getenv().getOrDefault("OMP_NUM_THREADS", "unset"), defaultTiles));
         md.append("| configuration | forward ms | forward+backward ms | time / policy (fwd+bwd) |\n");
         md.append("|---|---:|---:|---:|\n");
         for (Row r : rows) {
