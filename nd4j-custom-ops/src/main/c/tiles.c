@@ -1,9 +1,9 @@
 /*
  * The element-wise work on float32 score tiles of the flash kernel (org.attn4j.ops.flash.NativeTileMath), in
  * AVX-512: the online-softmax step of the forward pass, the two row-shifted steps of the backward pass and the
- * accumulator's row scaling. The same operations as the Java tile math (VectorTileMath), with the same results
- * up to float32 rounding; here 2^x costs about a third of the Java version's time (vscalef-free bit trick, no
- * bounds checks, masked tails).
+ * accumulator's row scaling, and the tile products. The same operations as the Java tile math (VectorTileMath),
+ * with the same results up to float32 rounding; the softmax step takes about half the Java version's time here
+ * (0.27 against 0.50 ns a score of a 512 x 512 tile: no bounds checks, no mask tests per vector, masked tails).
  *
  * Every function takes the tile as an address of rows x cols floats, row-major. Row values (shifts, maxima,
  * factors) are Java double arrays, read and written inside critical regions (no JNI call, no allocation).
@@ -211,11 +211,10 @@ JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_scaleRows(
 }
 
 /*
- * The tile products. OpenBLAS packs both operands of every gemm it is given; called once per 512 x 512 tile, that
- * packing (the whole P tile, again Q for every key block) cost a quarter of the time of the products here. These
- * kernels read Q, P, dS, V and dO where they lie and K^T (or V^T) from a copy packed once per call, so the inner
- * loops are only broadcasts and FMAs: measured on one core, 512 x 512 x 64 products at 140-180 GFLOP/s against
- * OpenBLAS's 125-137.
+ * The tile products. OpenBLAS packs both operands of every gemm it is given; called once per 512 x 512 tile, it
+ * packs the whole P tile, and Q again for every key block. These kernels read Q, P, dS, V and dO where they lie and
+ * K^T (or V^T) from a block packed once by the kernel that uses it, so the inner loops are only broadcasts and
+ * FMAs: measured on one core, 512 x 512 x 64 products at 140-180 GFLOP/s where OpenBLAS reached 125-137.
  *
  * Packed transposes: the rows of each key block (blockRows of them, the last block possibly fewer) in panels of
  * 32, panel-major: panel p holds, for d = 0..D-1, the 32 values K[p*32 + j][d] (zero past the block's end).

@@ -68,6 +68,17 @@ public final class WorkerPool {
      * @throws RuntimeException the first exception any item threw, unwrapped
      */
     public static <S> void run(int workers, int items, IntFunction<S> state, BiConsumer<S, Integer> work) {
+        run(workers, items, state, work, true);
+    }
+
+    /**
+     * As {@link #run(int, int, IntFunction, BiConsumer)}; {@code usesNativeThreads} false for work that calls
+     * neither OpenBLAS nor multi-threaded ND4J ops (attn4j's native tile code): then ND4J's thread counts are left
+     * as they are, which saves the pinning's cost (about 1 ms a run here when they are not 1 already).
+     * {@code -Dattn4j.pinNativeThreads=true} or {@code false} pins always or never (to measure the policy).
+     */
+    public static <S> void run(int workers, int items, IntFunction<S> state, BiConsumer<S, Integer> work,
+                               boolean usesNativeThreads) {
         AtomicInteger next = new AtomicInteger();
         if (workers <= 1 || items <= 1) {
             S st = state.apply(0);
@@ -76,8 +87,9 @@ public final class WorkerPool {
             }
             return;
         }
-        // Off only to measure the policy (bench threading): -Dattn4j.pinNativeThreads=false.
-        boolean pin = !"false".equals(System.getProperty("attn4j.pinNativeThreads"));
+        // Set only to measure the policy (bench threading).
+        String forced = System.getProperty("attn4j.pinNativeThreads");
+        boolean pin = forced == null ? usesNativeThreads : Boolean.parseBoolean(forced);
         if (pin) {
             NativeThreads.pin();
         }

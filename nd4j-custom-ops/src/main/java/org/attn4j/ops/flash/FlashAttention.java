@@ -159,10 +159,10 @@ public final class FlashAttention {
         double flops = 4.0 * s.batch() * s.heads() * s.queries() * s.keys() * s.headDim();
         boolean packed = PackedTranspose.applies(s);
         WorkerPool.run(WorkerPool.workers(threads, items, flops), items,
-                () -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, packed),
+                w -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, packed),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
-                        perHead - 1 - item % perHead));
+                        perHead - 1 - item % perHead), !packed);
         return new AttentionOutput(out, lse);
     }
 
@@ -230,13 +230,13 @@ public final class FlashAttention {
             // one dQ serves all threads instead of one per thread (64 MB each with 8 heads at N = 32768). Measured
             // with 8 heads, N = 1024-4096: backward time within -5 % to +3 % of splitting by key block.
             INDArray dq = Nd4j.create(s.dataType(), q.shape());
-            WorkerPool.run(threads, heads,
-                    () -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale, packed),
+            WorkerPool.run(WorkerPool.workers(threads, heads), heads,
+                    w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dq, dk, dv, s, plan, scale, packed),
                     (kernel, item) -> {
                         for (int kb = 0; kb < perHead; kb++) {
                             kernel.run(item / s.kvHeads(), item % s.kvHeads(), kb);
                         }
-                    });
+                    }, !packed);
             return new AttentionGradients(dq, dk, dv);
         }
         // Fewer heads than threads can share evenly: key blocks are the items, and each thread adds to a dQ of its own.
@@ -249,7 +249,7 @@ public final class FlashAttention {
         WorkerPool.run(workers, items,
                 w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale, packed),
                 (kernel, item) -> kernel.run(item / (s.kvHeads() * perHead), item / perHead % s.kvHeads(),
-                        item % perHead));
+                        item % perHead), !packed);
         INDArray dq = dqs[0];
         for (int w = 1; w < workers; w++) {
             dq.addi(dqs[w]);

@@ -11,10 +11,11 @@ import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * {@link TileMath} for FLOAT tiles in native code (AVX-512), on the buffers' addresses. The same operations and
- * results as {@link VectorTileMath} up to float32 rounding, at about a third of its time for 2^x (0.14 against
- * 0.41 ns per score of a 512 x 512 tile, measured here): the element-wise step is 10-20 % of the forward pass and
- * more of the backward, so it shows in both.
+ * {@link TileMath} for FLOAT tiles in native code (AVX-512), on the buffers' addresses, and the tile products the
+ * kernels call instead of {@link org.attn4j.ops.Gemm} ({@link #productTransposed}, {@link #product}). The same
+ * operations and results as {@link VectorTileMath} up to float32 rounding; the softmax step at about half its time
+ * (0.27 against 0.50 ns a score of a 512 x 512 tile, measured here), the products without OpenBLAS's packing of
+ * every operand on every call (tiles.c).
  *
  * <p>The library, {@code libattn4jtiles.so}, is built with the module on Linux x86-64 when gcc is present
  * ({@code src/main/c}) and carried in the jar; it is used when it loads and the CPU has AVX-512F. Otherwise, or

@@ -53,7 +53,8 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
     CommandSpec spec;
 
     /** One split of the cores; {@code policy} marks what attn4j does by default. */
-    private record Config(String name, int nativeThreads, int javaThreads, boolean pin, Tiles tiles,
+    /** {@code pin}: null for attn4j's policy (pin while OpenBLAS runs inside), else forced on or off. */
+    private record Config(String name, int nativeThreads, int javaThreads, Boolean pin, Tiles tiles,
                           boolean policy) {
     }
 
@@ -80,16 +81,19 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         }
         int cores = Runtime.getRuntime().availableProcessors();
         List<Config> configs = List.of(
-                new Config("attn4j policy: " + cores + " Java threads, native threads pinned to 1, native tile code",
-                        cores, cores, true, Tiles.NATIVE, true),
-                new Config(cores + " Java threads, ND4J native thread count left at " + cores + " (not pinned)",
-                        cores, cores, false, Tiles.NATIVE, false),
-                new Config("1 Java thread, ND4J native thread count " + cores, cores, 1, false, Tiles.NATIVE, false),
-                new Config("1 Java thread, ND4J native thread count 1", 1, 1, false, Tiles.NATIVE, false),
-                new Config("attn4j policy, Java Vector API tile pass and OpenBLAS products instead of the native code",
-                        cores, cores, true, Tiles.VECTOR, false),
+                new Config("attn4j policy: " + cores + " Java threads, native tile code, ND4J native thread count "
+                        + cores + " left as it is (the tile code does not use it)", cores, cores, null, Tiles.NATIVE,
+                        true),
+                new Config(cores + " Java threads, native tile code, ND4J native threads pinned to 1 during the run",
+                        cores, cores, true, Tiles.NATIVE, false),
+                new Config("1 Java thread, ND4J native thread count " + cores, cores, 1, null, Tiles.NATIVE, false),
+                new Config("1 Java thread, ND4J native thread count 1", 1, 1, null, Tiles.NATIVE, false),
+                new Config("attn4j policy for OpenBLAS products and the Java Vector API tile pass: native threads "
+                        + "pinned to 1 during the run", cores, cores, null, Tiles.VECTOR, false),
+                new Config("OpenBLAS products and the Java Vector API tile pass, ND4J native thread count left at "
+                        + cores + " (not pinned)", cores, cores, false, Tiles.VECTOR, false),
                 new Config("attn4j policy, ND4J element-wise ops and OpenBLAS products instead of the native code",
-                        cores, cores, true, Tiles.ND4J, false));
+                        cores, cores, null, Tiles.ND4J, false));
         String defaultTiles = FlashAttention.tileCode();
         PrintWriter log = spec.commandLine().getOut();
         INDArray q = Nd4j.getRandomFactory().getNewRandomInstance(1).nextGaussian(new long[] {1, 1, n, 64})
@@ -111,6 +115,9 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
                     Config c = configs.get(i);
                     apply(c);
                     FlashAttention op = FlashAttention.defaults().withThreads(c.javaThreads());
+                    // One untimed call after each switch: the previous configuration's native threads may still be
+                    // spinning, and its first call pays for them.
+                    timeOnce(op, q, k, v);
                     for (int r = 0; r < repeats; r++) {
                         double[] t = timeOnce(op, q, k, v);
                         if (round >= 0) {
@@ -132,7 +139,7 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         for (int i = 0; i < configs.size(); i++) {
             Row r = new Row(configs.get(i), GemmRate.median(forward[i]), GemmRate.median(forwardBackward[i]));
             rows.add(r);
-            log.printf(Locale.ROOT, "%-90s forward %8.1f ms  forward+backward %8.1f ms%n", r.config().name(),
+            log.printf(Locale.ROOT, "%-110s forward %8.1f ms  forward+backward %8.1f ms%n", r.config().name(),
                     r.forwardMs(), r.forwardBackwardMs());
         }
         log.flush();
@@ -148,7 +155,11 @@ public final class ThreadingBenchCommand implements Callable<Integer> {
         env.setMaxThreads(c.nativeThreads());
         env.setMaxMasterThreads(c.nativeThreads());
         Nd4j.factory().blas().setMaxThreads(c.nativeThreads());
-        System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
+        if (c.pin() == null) {
+            System.clearProperty("attn4j.pinNativeThreads");
+        } else {
+            System.setProperty("attn4j.pinNativeThreads", Boolean.toString(c.pin()));
+        }
         System.setProperty("attn4j.noVector", Boolean.toString(c.tiles() == Tiles.ND4J));
         System.setProperty("attn4j.nativeTiles", Boolean.toString(c.tiles() == Tiles.NATIVE));
     }
