@@ -21,10 +21,11 @@
 #define LAZY 8.0f
 
 /* 2^x: x = n + f with n the nearest integer, a degree-6 polynomial for 2^f on [-0.5, 0.5] (relative error below
- * 1e-7) and n put in the exponent. At or below -127 it gives 0 (so -inf gives 0); NaN stays NaN (MAXPS returns
- * its second operand when one is NaN). */
+ * 1e-7) and n put in the exponent. At or below -127 it gives 0 (so -inf gives 0), from 128 on +inf; NaN stays
+ * NaN (MAXPS and MINPS return their second operand when one is NaN). */
 AVX512 static inline __m512 exp2v(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(128.0f), x);   /* 2^128 = +inf: the exponent stays out of the sign bit */
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
@@ -147,12 +148,19 @@ JNIEXPORT jboolean JNICALL Java_org_attn4j_ops_flash_NativeTileMath_softmaxStep(
         JNIEnv *env, jclass cls, jlong tile, jint rows, jint cols, jdoubleArray mArray, jdoubleArray alphaArray,
         jdoubleArray sumArray) {
     double *m = (*env)->GetPrimitiveArrayCritical(env, mArray, NULL);
-    double *alpha = (*env)->GetPrimitiveArrayCritical(env, alphaArray, NULL);
-    double *sum = (*env)->GetPrimitiveArrayCritical(env, sumArray, NULL);
-    jboolean rescale = softmax_step((float *) (intptr_t) tile, rows, cols, m, alpha, sum);
-    (*env)->ReleasePrimitiveArrayCritical(env, sumArray, sum, 0);
-    (*env)->ReleasePrimitiveArrayCritical(env, alphaArray, alpha, 0);
-    (*env)->ReleasePrimitiveArrayCritical(env, mArray, m, 0);
+    double *alpha = m == NULL ? NULL : (*env)->GetPrimitiveArrayCritical(env, alphaArray, NULL);
+    double *sum = alpha == NULL ? NULL : (*env)->GetPrimitiveArrayCritical(env, sumArray, NULL);
+    jboolean rescale = JNI_FALSE;
+    if (sum != NULL) {      /* NULL: out of memory, an OutOfMemoryError is pending for the caller */
+        rescale = softmax_step((float *) (intptr_t) tile, rows, cols, m, alpha, sum);
+        (*env)->ReleasePrimitiveArrayCritical(env, sumArray, sum, 0);
+    }
+    if (alpha != NULL) {
+        (*env)->ReleasePrimitiveArrayCritical(env, alphaArray, alpha, 0);
+    }
+    if (m != NULL) {
+        (*env)->ReleasePrimitiveArrayCritical(env, mArray, m, 0);
+    }
     return rescale;
 }
 
@@ -167,6 +175,9 @@ AVX512 static void exp_shifted(float *p, const double *shift, int rows, int cols
 JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_expShifted(
         JNIEnv *env, jclass cls, jlong p, jdoubleArray shiftArray, jint rows, jint cols) {
     double *shift = (*env)->GetPrimitiveArrayCritical(env, shiftArray, NULL);
+    if (shift == NULL) {
+        return;
+    }
     exp_shifted((float *) (intptr_t) p, shift, rows, cols);
     (*env)->ReleasePrimitiveArrayCritical(env, shiftArray, shift, JNI_ABORT);
 }
@@ -193,6 +204,9 @@ AVX512 static void shifted_product(float *dp, const float *p, const double *shif
 JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_shiftedProduct(
         JNIEnv *env, jclass cls, jlong dp, jlong p, jdoubleArray shiftArray, jint rows, jint cols) {
     double *shift = (*env)->GetPrimitiveArrayCritical(env, shiftArray, NULL);
+    if (shift == NULL) {
+        return;
+    }
     shifted_product((float *) (intptr_t) dp, (const float *) (intptr_t) p, shift, rows, cols);
     (*env)->ReleasePrimitiveArrayCritical(env, shiftArray, shift, JNI_ABORT);
 }
@@ -206,6 +220,9 @@ AVX512 static void scale_rows(float *m, const double *factors, int rows, int col
 JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_scaleRows(
         JNIEnv *env, jclass cls, jlong m, jdoubleArray factorArray, jint rows, jint cols) {
     double *factors = (*env)->GetPrimitiveArrayCritical(env, factorArray, NULL);
+    if (factors == NULL) {
+        return;
+    }
     scale_rows((float *) (intptr_t) m, factors, rows, cols);
     (*env)->ReleasePrimitiveArrayCritical(env, factorArray, factors, JNI_ABORT);
 }

@@ -17,10 +17,6 @@ import org.nd4j.linalg.factory.Nd4j;
 public final class Scratch {
 
     private static final ThreadLocal<Map<Long, INDArray>> BUFFERS = ThreadLocal.withInitial(HashMap::new);
-    private static final ThreadLocal<INDArray[]> FLAT = ThreadLocal.withInitial(() -> new INDArray[4]);
-
-    /** The largest flat buffer kept for the next call (16 MB of floats); larger ones are allocated per call. */
-    public static final long MAX_KEPT_BYTES = 16L << 20;
 
     private Scratch() {
     }
@@ -33,29 +29,6 @@ public final class Scratch {
     public static INDArray matrix(int slot, DataType type, int rows, int cols) {
         long key = ((long) slot << 59) | ((long) type.ordinal() << 54) | ((long) rows << 27) | cols;
         return BUFFERS.get().computeIfAbsent(key, k -> detached(type, rows, cols));
-    }
-
-    /**
-     * This thread's flat buffer of {@code type} for {@code slot} with at least {@code length} elements (it may be
-     * longer), kept for the next call while it is at most {@link #MAX_KEPT_BYTES}, else allocated for this call only.
-     * For the per-call copies a caller makes before its workers start (packed keys); contents are undefined.
-     *
-     * @param slot 0 to 3, distinct per concurrent use on one thread
-     */
-    public static INDArray flat(int slot, DataType type, long length) {
-        INDArray[] kept = FLAT.get();
-        INDArray b = kept[slot];
-        if (b != null && b.dataType() == type && b.length() >= length) {
-            return b;
-        }
-        INDArray fresh;
-        try (MemoryWorkspace outside = Nd4j.getWorkspaceManager().scopeOutOfWorkspaces()) {
-            fresh = Nd4j.createUninitialized(type, length);
-        }
-        if (length * type.width() <= MAX_KEPT_BYTES) {
-            kept[slot] = fresh;
-        }
-        return fresh;
     }
 
     /**

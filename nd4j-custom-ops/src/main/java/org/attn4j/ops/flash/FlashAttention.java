@@ -162,7 +162,7 @@ public final class FlashAttention {
                 w -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, packed),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
-                        perHead - 1 - item % perHead), !packed);
+                        perHead - 1 - item % perHead), !PackedTranspose.withoutNativeThreads(packed));
         return new AttentionOutput(out, lse);
     }
 
@@ -236,7 +236,7 @@ public final class FlashAttention {
                         for (int kb = 0; kb < perHead; kb++) {
                             kernel.run(item / s.kvHeads(), item % s.kvHeads(), kb);
                         }
-                    }, !packed);
+                    }, !PackedTranspose.withoutNativeThreads(packed));
             return new AttentionGradients(dq, dk, dv);
         }
         // Fewer heads than threads can share evenly: key blocks are the items, and each thread adds to a dQ of its own.
@@ -249,7 +249,7 @@ public final class FlashAttention {
         WorkerPool.run(workers, items,
                 w -> new BackwardKernel(qc, kc, vc, doc, negLse, negDelta, dqs[w], dk, dv, s, plan, scale, packed),
                 (kernel, item) -> kernel.run(item / (s.kvHeads() * perHead), item / perHead % s.kvHeads(),
-                        item % perHead), !packed);
+                        item % perHead), !PackedTranspose.withoutNativeThreads(packed));
         INDArray dq = dqs[0];
         for (int w = 1; w < workers; w++) {
             dq.addi(dqs[w]);

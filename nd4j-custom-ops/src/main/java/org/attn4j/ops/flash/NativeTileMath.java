@@ -49,16 +49,21 @@ final class NativeTileMath implements TileMath {
 
     @Override
     public boolean softmaxStep(INDArray scores, int rows, int cols, double[] m, double[] alpha, double[] rowSum) {
+        fits("tile", scores, 0, (long) rows * cols);
+        rowValues(rows, m, alpha, rowSum);
         return softmaxStep(address(scores, 0), rows, cols, m, alpha, rowSum);
     }
 
     @Override
     public void expShifted(INDArray p, INDArray shifts, long at, int rows, int cols) {
+        fits("tile", p, 0, (long) rows * cols);
         expShifted(address(p, 0), Views.get(shifts, at, rows), rows, cols);
     }
 
     @Override
     public void shiftedProduct(INDArray dp, INDArray p, INDArray shifts, long at, int rows, int cols) {
+        fits("dP", dp, 0, (long) rows * cols);
+        fits("P", p, 0, (long) rows * cols);
         shiftedProduct(address(dp, 0), address(p, 0), Views.get(shifts, at, rows), rows, cols);
     }
 
@@ -69,7 +74,18 @@ final class NativeTileMath implements TileMath {
 
     @Override
     public void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols) {
+        fits("rows", m, (long) row0 * cols, (long) rows * cols);
+        rowValues(rows, factors);
         scaleRows(address(m, (long) row0 * cols), factors, rows, cols);
+    }
+
+    /** The native code reads (and writes) {@code rows} values of each array. */
+    private static void rowValues(int rows, double[]... arrays) {
+        for (double[] a : arrays) {
+            if (a.length < rows) {
+                throw new IllegalStateException("NativeTileMath: " + rows + " row values expected, got " + a.length);
+            }
+        }
     }
 
     /** Rows in a panel of a packed transpose ({@code PANEL} in tiles.c). */

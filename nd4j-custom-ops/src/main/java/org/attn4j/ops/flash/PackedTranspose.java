@@ -25,6 +25,15 @@ final class PackedTranspose {
     }
 
     /**
+     * Whether kernels with these products ({@code packed}) run without ND4J's or OpenBLAS's native threads, so need
+     * no pinning of them: true with the native products and the Java masks; the ND4J masks (without the Vector API
+     * module) are ND4J operations.
+     */
+    static boolean withoutNativeThreads(boolean packed) {
+        return packed && VectorTileMath.AVAILABLE;
+    }
+
+    /**
      * Rows {@code [0, rows)} of width {@code d} starting at element {@code off} of {@code k} packed into this
      * thread's scratch {@code slot} (sized for {@code maxRows}), returned.
      */
