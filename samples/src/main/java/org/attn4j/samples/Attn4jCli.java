@@ -59,8 +59,8 @@ public final class Attn4jCli implements Runnable {
         MemoryLimit.liftDefault();
         if (ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
             System.err.println("attn4j: note: this JVM runs without the Vector API module, so the attention kernel "
-                    + "uses slower ND4J operations; start it as java --add-modules jdk.incubator.vector -jar "
-                    + "attn4j-cli.jar ...");
+                    + "uses slower ND4J operations where its native tile code does not run (float64, CPUs without "
+                    + "AVX-512); start it as java --add-modules jdk.incubator.vector -jar attn4j-cli.jar ...");
         }
         System.exit(commandLine().execute(args));
     }
@@ -125,6 +125,14 @@ public final class Attn4jCli implements Runnable {
                 return EXIT_BAD_INPUT;
             }
             for (Throwable t = ex; t != null; t = t.getCause()) {
+                if (t instanceof OutOfMemoryError) {
+                    // JavaCPP's bound on resident memory (MemoryLimit) or the Java heap: a resource limit, not a bug.
+                    err.println(commandName(cl) + ": out of memory: " + oneLine(t.getMessage()) + " (raise the bound "
+                            + "with --memory-limit where the command has it, or -D" + MemoryLimit.PROPERTY
+                            + "=SIZE; or use a smaller batch or sequence length)");
+                    err.flush();
+                    return EXIT_JOB_FAILED;
+                }
                 if (t instanceof RendezvousException || t instanceof TransportException) {
                     err.println(commandName(cl) + ": " + oneLine(t.getMessage()));
                     err.flush();
