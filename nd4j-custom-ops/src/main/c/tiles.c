@@ -341,7 +341,7 @@ JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_productTranspose
 AVX512 static inline __attribute__((always_inline)) void row_product(
         const float *a, long ai, long ak, const float *b, long ldb, int depth, float *c, long ldc, float alpha,
         int add, __mmask16 last, const int mr, const int nv) {
-    __m512 acc[6][4];
+    __m512 acc[24][4];     /* mr * nv <= 24 accumulators are used: registers, not memory */
     for (int i = 0; i < mr; i++) {
         for (int t = 0; t < nv; t++) {
             acc[i][t] = _mm512_setzero_ps();
@@ -374,11 +374,17 @@ AVX512 static inline __attribute__((always_inline)) void row_product(
     }
 }
 
+/* Rows per micro-tile: 24 accumulators over NV vectors a row (narrow heads take more rows, so that enough FMA chains
+ * are in flight), then the leftover rows in pairs and singles. */
 #define ROW_PRODUCT_NV(NV) \
     do { \
         int r = 0; \
-        for (; r + 6 <= rows; r += 6) { \
-            row_product(a + r * ai, ai, ak, bcol, ldb, depth, ccol + (size_t) r * ldc, ldc, alpha, add, last, 6, NV); \
+        for (; r + 24 / (NV) <= rows; r += 24 / (NV)) { \
+            row_product(a + r * ai, ai, ak, bcol, ldb, depth, ccol + (size_t) r * ldc, ldc, alpha, add, last, \
+                        24 / (NV), NV); \
+        } \
+        for (; r + 4 <= rows; r += 4) { \
+            row_product(a + r * ai, ai, ak, bcol, ldb, depth, ccol + (size_t) r * ldc, ldc, alpha, add, last, 4, NV); \
         } \
         for (; r + 2 <= rows; r += 2) { \
             row_product(a + r * ai, ai, ak, bcol, ldb, depth, ccol + (size_t) r * ldc, ldc, alpha, add, last, 2, NV); \
