@@ -1,6 +1,5 @@
 package org.attn4j.ops.flash;
 
-import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -34,7 +33,7 @@ final class BackwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
-    /** Whether the products are native ({@link NativeTileMath}) rather than {@link Gemm}. */
+    /** Whether the products are native ({@link NativeTileMath}) rather than {@link org.attn4j.ops.Gemm}. */
     private final boolean packed;
 
     /**
@@ -81,32 +80,19 @@ final class BackwardKernel {
                 int rows = plan.queryRows(qb);
                 long row = (((long) b * s.heads() + h) * s.queries() + plan.queryStart(qb));
                 long at = row * d;
-                double keep = first ? 0.0 : 1.0;          // the first tile overwrites the accumulators
                 INDArray p = buffer(2, rows, cols);
                 INDArray ds = buffer(3, rows, cols);
-                if (packed) {
-                    NativeTileMath.productTransposed(q, at, d, kt, 0, d, p, 0, cols, rows, cols, scale);
-                    if (kind == TilePlan.Kind.PARTIAL) {
-                        math.mask(p, plan, b, qb, kb);
-                    }
-                    math.expShifted(p, negLse, row, rows, cols);
-                    NativeTileMath.product(p, 0, 1, cols, dOut, at, d, dv, kOff, d, cols, d, rows, 1.0, !first);
-                    NativeTileMath.productTransposed(dOut, at, d, vt, 0, d, ds, 0, cols, rows, cols, 1.0);
-                    math.shiftedProduct(ds, p, negDelta, row, rows, cols);
-                    NativeTileMath.product(ds, 0, cols, 1, k, kOff, d, dq, at, d, rows, d, cols, scale, true);
-                    NativeTileMath.product(ds, 0, 1, cols, q, at, d, dk, kOff, d, cols, d, rows, scale, !first);
-                } else {
-                    Gemm.mul(q, at, false, k, kOff, true, p, 0, rows, cols, d, scale, 0.0);
-                    if (kind == TilePlan.Kind.PARTIAL) {
-                        math.mask(p, plan, b, qb, kb);
-                    }
-                    math.expShifted(p, negLse, row, rows, cols);
-                    Gemm.mul(p, 0, true, dOut, at, false, dv, kOff, cols, d, rows, 1.0, keep);
-                    Gemm.mul(dOut, at, false, v, kOff, true, ds, 0, rows, cols, d, 1.0, 0.0);
-                    math.shiftedProduct(ds, p, negDelta, row, rows, cols);
-                    Gemm.mul(ds, 0, false, k, kOff, false, dq, at, rows, d, cols, scale, 1.0);
-                    Gemm.mul(ds, 0, true, q, at, false, dk, kOff, cols, d, rows, scale, keep);
+                // The first tile overwrites the accumulators dK and dV (add = !first).
+                TileProducts.timesTransposed(q, at, k, kOff, kt, 0, d, p, rows, cols, scale);
+                if (kind == TilePlan.Kind.PARTIAL) {
+                    math.mask(p, plan, b, qb, kb);
                 }
+                math.expShifted(p, negLse, row, rows, cols);
+                TileProducts.times(packed, p, 0, true, dOut, at, dv, kOff, cols, d, rows, 1.0, !first);
+                TileProducts.timesTransposed(dOut, at, v, kOff, vt, 0, d, ds, rows, cols, 1.0);
+                math.shiftedProduct(ds, p, negDelta, row, rows, cols);
+                TileProducts.times(packed, ds, 0, false, k, kOff, dq, at, rows, d, cols, scale, true);
+                TileProducts.times(packed, ds, 0, true, q, at, dk, kOff, cols, d, rows, scale, !first);
                 first = false;
             }
         }

@@ -1,6 +1,5 @@
 package org.attn4j.ops.flash;
 
-import org.attn4j.ops.Gemm;
 import org.attn4j.ops.Scratch;
 import org.attn4j.ops.Views;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -33,7 +32,7 @@ final class ForwardKernel {
     private final double scale;
     private final DataType type;
     private final TileMath math;
-    /** Whether the products are native ({@link NativeTileMath}) rather than {@link Gemm}. */
+    /** Whether the products are native ({@link NativeTileMath}) rather than {@link org.attn4j.ops.Gemm}. */
     private final boolean packed;
     /** The current key block's K^T, packed, when {@link #packed}. */
     private INDArray kt;
@@ -136,13 +135,8 @@ final class ForwardKernel {
                       boolean partial, double unit, INDArray acc, double[] m, double[] l, double beta) {
         int d = s.headDim();
         INDArray scores = buffer(1, n, cols);
-        if (packed) {
-            NativeTileMath.productTransposed(q, (qRow0 + r0) * d, d, kt, PackedTranspose.offset(c0, d), d, scores, 0,
-                    cols, n, cols, scale * unit);
-        } else {
-            Gemm.mul(q, (qRow0 + r0) * d, false, k, kOff + (long) c0 * d, true, scores, 0, n, cols, d, scale * unit,
-                    0.0);
-        }
+        TileProducts.timesTransposed(q, (qRow0 + r0) * d, k, kOff + (long) c0 * d, kt,
+                packed ? PackedTranspose.offset(c0, d) : 0, d, scores, n, cols, scale * unit);
         if (partial) {
             math.mask(scores, plan, b, q0 + r0, n, kb, c0, cols);
         }
@@ -157,12 +151,8 @@ final class ForwardKernel {
         if (rescale && beta != 0.0) {
             math.scaleRows(acc, r0, alpha, n, d);
         }
-        if (packed) {
-            NativeTileMath.product(scores, 0, cols, 1, v, kOff + (long) c0 * d, d, acc, (long) r0 * d, d, n, d, cols,
-                    1.0, beta != 0.0);
-        } else {
-            Gemm.mul(scores, 0, false, v, kOff + (long) c0 * d, false, acc, (long) r0 * d, n, d, cols, 1.0, beta);
-        }
+        TileProducts.times(packed, scores, 0, false, v, kOff + (long) c0 * d, acc, (long) r0 * d, n, d, cols, 1.0,
+                beta != 0.0);
     }
 
     private INDArray buffer(int slot, int rows, int cols) {
