@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -417,4 +418,92 @@ JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_product(
         jint width, jint depth, jfloat alpha, jboolean add) {
     product((const float *) (intptr_t) a, ai, ak, (const float *) (intptr_t) b, ldb, (float *) (intptr_t) c, ldc,
             rows, width, depth, alpha, add);
+}
+
+/*
+ * The forward pass's online-softmax step on a partly masked tile whose visible keys form one run of columns per
+ * row, [from[r], to[r]) (keys in ascending positions, no padded key in the block: the causal diagonal, a window's
+ * edges, documents' ends), in one call: groups of `group` rows, each computing only the 32-column panels some of
+ * its rows see: its scores (alpha Q K^T into `scores`, group x cols at most), the hidden columns at -inf, the softmax
+ * step (m, l of the tile's rows updated), the accumulator's rows rescaled and acc += P V. On the causal diagonal of
+ * 512-key blocks that computes 53 % of the tile in groups of 32 rows, where whole-tile steps compute all of it.
+ * A group whose rows see no key is skipped (its rows' m, l and accumulator unchanged). acc is added to when add
+ * is set (its rows hold the earlier tiles' sum), else zeroed first (the row block's first tile).
+ */
+AVX512 static void interval_step(const float *q, long ldq, const float *kt, int d, const float *v, long ldv,
+                                 float *acc, long ldacc, float *scores, int rows, int cols, int group, float scale,
+                                 const int *from, const int *to, double *m, double *l, int add) {
+    double alpha[64];
+    double sum[64];
+    if (!add) {
+        for (int r = 0; r < rows; r++) {
+            memset(acc + (size_t) r * ldacc, 0, (size_t) d * sizeof(float));
+        }
+    }
+    for (int r0 = 0; r0 < rows; r0 += group) {
+        int n = rows - r0 < group ? rows - r0 : group;
+        int lo = cols;
+        int hi = 0;
+        for (int r = r0; r < r0 + n; r++) {
+            if (to[r] > from[r]) {
+                lo = from[r] < lo ? from[r] : lo;
+                hi = to[r] > hi ? to[r] : hi;
+            }
+        }
+        if (hi <= lo) {
+            continue;
+        }
+        lo = lo / PANEL * PANEL;
+        hi = (hi + PANEL - 1) / PANEL * PANEL;
+        hi = hi < cols ? hi : cols;
+        int w = hi - lo;
+        product_transposed(q + (size_t) r0 * ldq, ldq, kt + (size_t) (lo / PANEL) * d * PANEL, d, scores, w, n, w,
+                           scale);
+        for (int r = 0; r < n; r++) {
+            float *row = scores + (size_t) r * w;
+            int f = from[r0 + r] - lo;
+            int t = to[r0 + r] - lo;
+            f = f < 0 ? 0 : f > w ? w : f;
+            t = t < f ? f : t > w ? w : t;
+            for (int c = 0; c < f; c++) {
+                row[c] = -INFINITY;
+            }
+            for (int c = t; c < w; c++) {
+                row[c] = -INFINITY;
+            }
+        }
+        softmax_step(scores, n, w, m + r0, alpha, sum);
+        for (int r = 0; r < n; r++) {
+            l[r0 + r] = alpha[r] * l[r0 + r] + sum[r];
+            if (alpha[r] != 1.0) {
+                scale_row(acc + (size_t) (r0 + r) * ldacc, d, (float) alpha[r]);
+            }
+        }
+        product(scores, w, 1, v + (size_t) lo * ldv, ldv, acc + (size_t) r0 * ldacc, ldacc, n, d, w, 1.0f, 1);
+    }
+}
+
+JNIEXPORT void JNICALL Java_org_attn4j_ops_flash_NativeTileMath_intervalStep(
+        JNIEnv *env, jclass cls, jlong q, jlong ldq, jlong kt, jint d, jlong v, jlong ldv, jlong acc, jlong ldacc,
+        jlong scores, jint rows, jint cols, jint group, jfloat scale, jintArray fromArray, jintArray toArray,
+        jdoubleArray mArray, jdoubleArray lArray, jboolean add) {
+    int *from = (*env)->GetPrimitiveArrayCritical(env, fromArray, NULL);
+    int *to = from == NULL ? NULL : (*env)->GetPrimitiveArrayCritical(env, toArray, NULL);
+    double *m = to == NULL ? NULL : (*env)->GetPrimitiveArrayCritical(env, mArray, NULL);
+    double *l = m == NULL ? NULL : (*env)->GetPrimitiveArrayCritical(env, lArray, NULL);
+    if (l != NULL) {        /* NULL: out of memory, an OutOfMemoryError is pending for the caller */
+        interval_step((const float *) (intptr_t) q, ldq, (const float *) (intptr_t) kt, d,
+                      (const float *) (intptr_t) v, ldv, (float *) (intptr_t) acc, ldacc,
+                      (float *) (intptr_t) scores, rows, cols, group, scale, from, to, m, l, add);
+        (*env)->ReleasePrimitiveArrayCritical(env, lArray, l, 0);
+    }
+    if (m != NULL) {
+        (*env)->ReleasePrimitiveArrayCritical(env, mArray, m, 0);
+    }
+    if (to != NULL) {
+        (*env)->ReleasePrimitiveArrayCritical(env, toArray, to, JNI_ABORT);
+    }
+    if (from != NULL) {
+        (*env)->ReleasePrimitiveArrayCritical(env, fromArray, from, JNI_ABORT);
+    }
 }

@@ -36,6 +36,9 @@ final class ForwardKernel {
     private final boolean packed;
     /** The current key block's K^T, packed, when {@link #packed}. */
     private INDArray kt;
+    /** Per row of a tile, its first visible column and one past its last (partly masked tiles, native step). */
+    private int[] from = new int[0];
+    private int[] to = new int[0];
 
     /** {@code keyRows}: rows from one K/V head to the next in k's and v's buffers (at least the number of keys). */
     ForwardKernel(INDArray q, INDArray k, INDArray v, long keyRows, INDArray out, INDArray lse, AttentionShapes s,
@@ -77,6 +80,15 @@ final class ForwardKernel {
             long kOff = (kRow0 + plan.keyStart(kb)) * d;
             if (packed) {
                 kt = PackedTranspose.block(4, k, kOff, cols, d, plan.keyCols(0));
+            }
+            if (kind == TilePlan.Kind.PARTIAL && packed && plan.keysAscend(kb) && !plan.partlyPadded(b, kb)) {
+                // One run of visible columns per row: the native step computes only what each group of rows sees.
+                runs(b, plan.queryStart(qb), rows, kb, cols);
+                NativeTileMath.intervalStep(q, qRow0 * d, kt, 0, v, kOff, acc, 0,
+                        buffer(1, Math.min(rows, NativeTileMath.INTERVAL_GROUP), cols), rows, cols, d, scale * unit,
+                        from, to, m, l, !first);
+                first = false;
+                continue;
             }
             if (kind == TilePlan.Kind.PARTIAL && plan.keysAscend(kb) && rows > ROW_GROUP) {
                 // A partly masked tile (the causal diagonal, a window's edge) in groups of rows, each computing
@@ -153,6 +165,18 @@ final class ForwardKernel {
         }
         TileProducts.times(packed, scores, 0, false, v, kOff + (long) c0 * d, acc, (long) r0 * d, n, d, cols, 1.0,
                 beta != 0.0);
+    }
+
+    /** Each row's visible columns of key block {@code kb} into {@link #from} and {@link #to}, as hiddenRuns has them. */
+    private void runs(int b, int q0, int rows, int kb, int cols) {
+        if (from.length < rows) {
+            from = new int[rows];
+            to = new int[rows];
+        }
+        for (int r = 0; r < rows; r++) {
+            from[r] = Math.min(cols, Math.max(0, plan.allowedFrom(b, q0 + r, kb)));
+            to[r] = Math.min(cols, Math.max(from[r], plan.allowedTo(b, q0 + r, kb)));
+        }
     }
 
     private INDArray buffer(int slot, int rows, int cols) {

@@ -149,6 +149,39 @@ final class NativeTileMath implements TileMath {
                 (float) alpha, add);
     }
 
+    /** Rows per group of {@link #intervalStep}: its scores buffer holds this many rows of the tile. */
+    static final int INTERVAL_GROUP = 32;
+
+    /**
+     * The forward pass's online-softmax step on a partly masked tile whose visible keys form one run of columns per
+     * row: row r of the tile sees columns {@code [from[r], to[r])} ({@link TilePlan#hiddenRuns} without padding).
+     * Rows {@code rows} of Q from element {@code qOff} (width and stride {@code d}), the key block's K^T packed
+     * from {@code ktOff}, its V rows from {@code vOff}; updates the tile rows' {@code m} and {@code l} and adds to
+     * the accumulator's rows from {@code accOff} ({@code add}) or to zeros (the rows' first tile). Computes only the 32-column panels each group of
+     * {@link #INTERVAL_GROUP} rows sees, in one native call (tiles.c, interval_step).
+     */
+    static void intervalStep(INDArray q, long qOff, INDArray kt, long ktOff, INDArray v, long vOff, INDArray acc,
+                             long accOff, INDArray scores, int rows, int cols, int d, double scale, int[] from,
+                             int[] to, double[] m, double[] l, boolean add) {
+        fits("Q", q, qOff, (long) rows * d);
+        fits("K^T", kt, ktOff, panels(cols) * d * PANEL);
+        fits("V", v, vOff, (long) cols * d);
+        fits("accumulator", acc, accOff, (long) rows * d);
+        fits("scores", scores, 0, (long) Math.min(rows, INTERVAL_GROUP) * cols);
+        rowValues(rows, m, l);
+        if (from.length < rows || to.length < rows) {
+            throw new IllegalStateException("NativeTileMath: " + rows + " column runs expected, got " + from.length);
+        }
+        for (int r = 0; r < rows; r++) {
+            if (from[r] < 0 || to[r] > cols) {
+                throw new IllegalStateException("NativeTileMath: row " + r + " sees columns [" + from[r] + ", "
+                        + to[r] + ") of a tile of " + cols);
+            }
+        }
+        intervalStep(address(q, qOff), d, address(kt, ktOff), d, address(v, vOff), d, address(acc, accOff), d,
+                address(scores, 0), rows, cols, INTERVAL_GROUP, (float) scale, from, to, m, l, add);
+    }
+
     /** Native code reads and writes raw memory: a block past its buffer's end must fail here. */
     private static void fits(String name, INDArray x, long offset, long size) {
         if (offset < 0 || size < 0 || offset + size > x.data().length()) {
@@ -205,6 +238,10 @@ final class NativeTileMath implements TileMath {
 
     private static native void productTransposed(long a, long lda, long bt, int d, long c, long ldc, int rows,
                                                  int cols, float alpha);
+
+    private static native void intervalStep(long q, long ldq, long kt, int d, long v, long ldv, long acc,
+                                            long ldacc, long scores, int rows, int cols, int group, float scale,
+                                            int[] from, int[] to, double[] m, double[] l, boolean add);
 
     private static native void product(long a, long ai, long ak, long b, long ldb, long c, long ldc, int rows,
                                        int width, int depth, float alpha, boolean add);
