@@ -202,7 +202,8 @@ public class FlashAttentionLayerImpl
     /**
      * Room for {@code n} more steps, the first of them at global position {@code from}: when the cache is full, a
      * window's cache first drops the keys no query from {@code from} on sees, then the cache moves to a larger
-     * buffer if it must (the reserved size, else twice what it needs). Returns the steps the cache holds now.
+     * buffer if it must (the reserved size, else twice what it needs; for a window of W at most 2W + n steps, so its
+     * memory stays bounded whatever the reservation). Returns the steps the cache holds now.
      */
     private int makeRoom(INDArray k, int n, int from) {
         INDArray oldK = stepState.get(K);
@@ -222,8 +223,12 @@ public class FlashAttentionLayerImpl
             INDArray values = stepState.get(V);
             INDArray positions = stepState.get(POSITIONS);
             if (kept + n > capacity) {
-                long grown = reserved >= kept + n ? reserved
-                        : window > 0 ? Math.max(kept + n, 2L * window + n) : Math.max(LEAST_CAPACITY, 2L * (kept + n));
+                long grown = reserved >= kept + n ? reserved : Math.max(LEAST_CAPACITY, 2L * (kept + n));
+                if (window > 0) {
+                    // A window's cache never needs more than 2W + n rows: it keeps fewer than W once it drops, and
+                    // W more steps fill it again before the next drop (amortised O(1) copying per step).
+                    grown = Math.max(kept + n, Math.min(grown, 2L * window + n));
+                }
                 keys = Nd4j.createUninitialized(k.dataType(), k.size(0), k.size(1), grown, k.size(3));
                 values = Nd4j.createUninitialized(k.dataType(), k.size(0), k.size(1), grown, k.size(3));
                 positions = Nd4j.createUninitialized(DataType.INT, grown);

@@ -24,8 +24,9 @@ import org.nd4j.linalg.api.buffer.DataType;
  * one device and every sequence layout (contiguous, zigzag, striped), where a worker's local steps are not
  * positions {@code 0..n-1}.
  *
- * <p>On one device, positions count from 0 in every forward pass: DL4J's truncated BPTT and {@code rnnTimeStep},
- * which feed a sequence in pieces, would embed every piece from position 0.
+ * <p>On one device, positions count from 0 in every forward pass, except under {@code rnnTimeStep}: there each call
+ * continues from where the last one ended, until {@code rnnClearPreviousState} (incremental decoding). Truncated
+ * BPTT's segments are embedded from position 0 each (the attn4j layers carry no state across training segments).
  *
  * <p>{@code P} is initialised from a normal distribution with mean 0 and standard deviation {@code initStd}
  * (default {@value #DEFAULT_INIT_STD}, as common GPT-2 implementations use for their embeddings), not from the

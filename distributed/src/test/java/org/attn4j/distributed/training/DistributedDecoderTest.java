@@ -136,6 +136,7 @@ class DistributedDecoderTest {
         decodesLikeOneDevice(ParallelStrategy.sequence("attention2d", 4), 2, 0, 32);
         decodesLikeOneDevice(ParallelStrategy.sequence("wallfacer", 4), 2, 0, 32);
         decodesLikeOneDevice(ParallelStrategy.sequence("ulysses", 2), 2, 0, 30);
+        decodesLikeOneDevice(ParallelStrategy.sequence("allgather", 3), 2, 0, 33);
         decodesLikeOneDevice(new ParallelStrategy(1, 3, SequenceAlgorithm.byName("ring"), null,
                 java.util.Map.of(), ZeroStage.NONE), 4, 0, 5);                         // a prompt shorter than 2P
     }

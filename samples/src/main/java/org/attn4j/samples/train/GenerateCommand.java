@@ -95,6 +95,14 @@ public final class GenerateCommand implements Callable<Integer> {
         int window = summary.path("seq_len").asInt();
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
         ComputationGraph net = ModelSerializer.restoreComputationGraph(modelFile.toFile(), false);
+        for (org.deeplearning4j.nn.api.Layer l : net.getLayers()) {
+            if (l.conf().getLayer() instanceof org.deeplearning4j.nn.conf.layers.SelfAttentionLayer) {
+                // DL4J's layer keeps no state between rnnTimeStep calls: each step would attend to itself only.
+                throw new UserInputException("--checkpoint " + checkpoint + " holds a model with DL4J's "
+                        + "SelfAttentionLayer (attn4j train --attention stock), which keeps no key/value cache; "
+                        + "generate needs --attention flash or linear");
+            }
+        }
         long perToken = cacheBytesPerToken(net);
         long layers = attentionLayers(net);
         long cacheBytes = perToken * Math.min(window, start.length + length);

@@ -46,11 +46,41 @@ class GenerateCommandTest {
                 + gen.err());
         assertEquals(String.format(Locale.ROOT, "%.3f", 32 * 260 * Integer.parseInt(m.group(2)) / 1e6), m.group(3));
 
+        // Sampling: the same seed gives the same text; top-k 1 leaves only the most likely byte, so at any
+        // temperature it is the greedy continuation.
+        CliRun[] sampled = new CliRun[2];
+        for (int i = 0; i < 2; i++) {
+            sampled[i] = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the cat sat on the",
+                    "--max-new-tokens", "24", "--temperature", "1.5", "--seed", "7");
+            assertEquals(0, sampled[i].exitCode(), sampled[i].err());
+        }
+        assertEquals(sampled[0].out(), sampled[1].out());
+        CliRun topOne = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the cat sat on the",
+                "--max-new-tokens", "24", "--temperature", "1.5", "--top-k", "1", "--seed", "3");
+        assertEquals(0, topOne.exitCode(), topOne.err());
+        assertEquals(out, topOne.out().strip());
+        assertTrue(Pattern.compile("generated 24 bytes in [0-9.]+ s: [0-9.]+ tokens/s").matcher(topOne.err()).find(),
+                topOne.err());
+
         CliRun small = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the cat sat on the",
                 "--length", "24", "--max-cache-mb", "0.001");
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, small.exitCode(), small.err());
         assertEquals(1, small.err().strip().lines().count(), small.err());
         assertTrue(small.err().contains("over --max-cache-mb 0.001"), small.err());
+    }
+
+    @Test
+    void refusesAModelWithDl4jsAttentionLayer() throws Exception {
+        Path text = tmp.resolve("corpus.txt");
+        Files.writeString(text, "the cat sat on the mat. ".repeat(20));
+        Path run = tmp.resolve("stock");
+        CliRun train = CliRun.of("train", "--text", text.toString(), "--attention", "stock", "--seq-len", "16",
+                "--steps", "2", "--d-model", "16", "--layers", "1", "--out", run.toString());
+        assertEquals(0, train.exitCode(), train.err());
+        CliRun gen = CliRun.of("generate", "--checkpoint", run.toString(), "--prompt", "the");
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, gen.exitCode(), gen.err());
+        assertEquals(1, gen.err().strip().lines().count(), gen.err());
+        assertTrue(gen.err().contains("generate needs --attention flash or linear"), gen.err());
     }
 
     @Test

@@ -189,4 +189,28 @@ class IncrementalDecodingTest {
         net.rnnClearPreviousState();
         assertEquals(0, KeyValueCaches.bytes(net));
     }
+
+    /**
+     * A sliding window's cache keeps the keys its queries see: whatever was reserved, it never holds more than
+     * 2W + n steps (n the largest call), and the keys it keeps are the last W or more.
+     */
+    @Test
+    void aWindowsCacheStaysBoundedWhateverWasReserved() {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        int window = 7;
+        MultiLayerNetwork net = mln(new FlashAttentionLayer.Builder().nIn(16).nOut(16).nHeads(4).nKvHeads(2)
+                .causal(true).slidingWindow(window).build());
+        long perStep = KeyValueCaches.bytesPerStep((FlashAttentionLayer) net.getLayer(2).conf().getLayer(), 8);
+        INDArray x = tokens(3, 1, N);
+        KeyValueCaches.reserve(net, 1000);
+        net.rnnTimeStep(steps(x, 0, 5));
+        long most = 0;
+        for (int t = 5; t < N; t++) {
+            net.rnnTimeStep(steps(x, t, t + 1));
+            most = Math.max(most, KeyValueCaches.bytes(net));
+        }
+        assertTrue(most <= (2L * window + 5) * perStep, "a window of " + window + " held "
+                + most / perStep + " steps");
+        assertTrue(most >= window * perStep, "held " + most / perStep + " steps");
+    }
 }
