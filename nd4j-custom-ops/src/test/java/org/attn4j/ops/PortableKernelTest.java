@@ -3,6 +3,7 @@ package org.attn4j.ops;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.util.function.Supplier;
 
@@ -25,7 +26,9 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * inputs, float64 to 1e-12: flash attention forward and backward under every mask rule (causal, window, key
  * padding, documents with padding, explicit positions) with GQA, and linear attention's chunked pass with per-head
  * decay, documents, incoming state, outgoing-state gradient and the decay gradient. The reference tests of both ops
- * also run with the portable kernel forced (the build's second test execution).
+ * also run with the portable kernel forced (the build's second test execution). The comparisons need the CPU
+ * kernels, so they run on the CPU backend only; off it (.ci/cuda-check) the reference tests check the portable
+ * kernels, and this test checks which kernel runs.
  */
 class PortableKernelTest {
 
@@ -56,8 +59,14 @@ class PortableKernelTest {
         assertTrue(err <= 1e-12 * scale, what + ": portable differs from the CPU kernel by " + err);
     }
 
+    /** The CPU kernels run on ND4J's CPU backend only. */
+    private static void assumeCpuBackend() {
+        assumeTrue(Nd4j.getEnvironment().isCPU(), "the CPU kernels need ND4J's CPU backend");
+    }
+
     @Test
     void flashAttentionEqualsTheCpuKernelUnderEveryMaskRule() {
+        assumeCpuBackend();
         int b = 2;
         int n = 150;
         INDArray q = randn(1, b, 4, n, 8);
@@ -107,6 +116,7 @@ class PortableKernelTest {
 
     @Test
     void linearAttentionEqualsTheCpuKernel() {
+        assumeCpuBackend();
         int b = 2;
         int n = 90;
         INDArray q = randn(11, b, 4, n, 6);
@@ -136,7 +146,15 @@ class PortableKernelTest {
 
     @Test
     void thePropertyChoosesTheKernelAndRefusesOtherValues() {
-        assertEquals(Kernel.CPU, with("auto", Kernel::current), "auto on the CPU backend");
+        if (Nd4j.getEnvironment().isCPU()) {
+            assertEquals(Kernel.CPU, with("auto", Kernel::current), "auto on the CPU backend");
+            assertEquals(Kernel.CPU, with("cpu", Kernel::current));
+        } else {
+            assertEquals(Kernel.PORTABLE, with("auto", Kernel::current), "auto off the CPU backend");
+            IllegalStateException off = assertThrows(IllegalStateException.class, () -> with("cpu", Kernel::current));
+            assertTrue(off.getMessage().startsWith("attn4j.kernel=cpu reads the arrays' host buffers"),
+                    off.getMessage());
+        }
         assertEquals(Kernel.PORTABLE, with("Portable ", Kernel::current));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> with("gpu", Kernel::current));
         assertEquals("attn4j.kernel must be auto, cpu or portable, got 'gpu'", e.getMessage());

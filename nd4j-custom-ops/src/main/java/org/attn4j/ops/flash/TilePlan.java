@@ -75,17 +75,19 @@ final class TilePlan {
         } else {
             keyValid = new boolean[s.batch()][keys];
             padding = new Kind[s.batch() * keyBlocks];
+            // One bulk read of the [B, Nk] padding mask (element reads cost a call each, and a device sync off the CPU).
+            double[][] valid = pad.reshape(s.batch(), keys).toDoubleMatrix();
             for (int b = 0; b < s.batch(); b++) {
                 for (int j = 0; j < keys; j++) {
-                    keyValid[b][j] = pad.getDouble(b, j) != 0.0;
+                    keyValid[b][j] = valid[b][j] != 0.0;
                 }
                 for (int kb = 0; kb < keyBlocks; kb++) {
-                    int valid = 0;
+                    int seen = 0;
                     int n = keyCols(kb);
                     for (int j = kb * keyBlock; j < kb * keyBlock + n; j++) {
-                        valid += keyValid[b][j] ? 1 : 0;
+                        seen += keyValid[b][j] ? 1 : 0;
                     }
-                    padding[b * keyBlocks + kb] = valid == n ? Kind.FULL : valid == 0 ? Kind.SKIP : Kind.PARTIAL;
+                    padding[b * keyBlocks + kb] = seen == n ? Kind.FULL : seen == 0 ? Kind.SKIP : Kind.PARTIAL;
                 }
             }
         }
