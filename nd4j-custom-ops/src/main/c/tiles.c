@@ -108,26 +108,87 @@ AVX512 static void scale_row(float *row, int cols, float f) {
 }
 
 /*
+ * A row that keeps its shift: row[c] = 2^(row[c] - shift) in one pass, while no score exceeds limit. Returns the
+ * number of columns done: cols, with their sum in *sum, or the start of the first block of 64 (or the row's last,
+ * shorter block) holding a score above limit, with the columns before it done and their sum in *sum. The powers
+ * done are at most 2^LAZY, so a caller that then moves the shift can rescale them.
+ */
+AVX512 static int exp2_row_kept(float *row, int cols, float shift, float limit, double *sum) {
+    __m512 a = _mm512_set1_ps(-shift);
+    __m512 lim = _mm512_set1_ps(limit);
+    __m512 s1 = _mm512_setzero_ps();
+    __m512 s2 = s1;
+    int c = 0;
+    for (; c + 64 <= cols; c += 64) {
+        __m512 v0 = _mm512_loadu_ps(row + c);
+        __m512 v1 = _mm512_loadu_ps(row + c + 16);
+        __m512 v2 = _mm512_loadu_ps(row + c + 32);
+        __m512 v3 = _mm512_loadu_ps(row + c + 48);
+        __m512 mx = _mm512_max_ps(_mm512_max_ps(v0, v1), _mm512_max_ps(v2, v3));
+        if (_mm512_cmp_ps_mask(mx, lim, _CMP_GT_OQ) != 0) {
+            *sum = (double) _mm512_reduce_add_ps(_mm512_add_ps(s1, s2));
+            return c;
+        }
+        __m512 p0 = exp2v(_mm512_add_ps(v0, a));
+        __m512 p1 = exp2v(_mm512_add_ps(v1, a));
+        __m512 p2 = exp2v(_mm512_add_ps(v2, a));
+        __m512 p3 = exp2v(_mm512_add_ps(v3, a));
+        _mm512_storeu_ps(row + c, p0);
+        _mm512_storeu_ps(row + c + 16, p1);
+        _mm512_storeu_ps(row + c + 32, p2);
+        _mm512_storeu_ps(row + c + 48, p3);
+        s1 = _mm512_add_ps(s1, _mm512_add_ps(p0, p1));
+        s2 = _mm512_add_ps(s2, _mm512_add_ps(p2, p3));
+    }
+    if (c < cols) {
+        if (row_max(row + c, cols - c) > limit) {
+            *sum = (double) _mm512_reduce_add_ps(_mm512_add_ps(s1, s2));
+            return c;
+        }
+        *sum = (double) _mm512_reduce_add_ps(_mm512_add_ps(s1, s2)) + exp2_row(row + c, cols - c, -shift, 1.0f);
+        return cols;
+    }
+    *sum = (double) _mm512_reduce_add_ps(_mm512_add_ps(s1, s2));
+    return cols;
+}
+
+/*
  * Base 2. A row keeps its shift (the running maximum m) while no score exceeds it by more than LAZY: softmax does
  * not depend on the shift, which only has to keep the powers finite, and a kept shift needs no rescaling of the
- * accumulator (alpha = 1). A row that has seen no key keeps m = -inf and is shifted by 0, so that 2^-inf gives 0,
- * not NaN.
+ * accumulator (alpha = 1). Such a row is exponentiated in one pass (exp2_row_kept); the first tile of a row, and
+ * the rest of a row once a score passes the limit, take the row's maximum first. A row that has seen no key keeps
+ * m = -inf and is shifted by 0, so that 2^-inf gives 0, not NaN.
  */
 AVX512 static jboolean softmax_step(float *tile, int rows, int cols, double *m, double *alpha, double *sum) {
     jboolean rescale = JNI_FALSE;
     for (int r = 0; r < rows; r++) {
         float *row = tile + (size_t) r * cols;
         double old = m[r];
-        double max = row_max(row, cols);
-        double now = old;
-        if (old == -INFINITY || max > (double) ((float) old + LAZY)) {
-            now = max > old ? max : old;
+        double done = 0.0;
+        int from = 0;
+        if (old != -INFINITY) {
+            from = exp2_row_kept(row, cols, (float) old, (float) old + LAZY, &done);
         }
-        alpha[r] = now == old ? 1.0 : exp2(old - now);
-        m[r] = now;
-        rescale |= alpha[r] != 1.0;
-        float shift = now == -INFINITY ? 0.0f : (float) now;
-        sum[r] = exp2_row(row, cols, -shift, 1.0f);
+        if (from == cols) {
+            alpha[r] = 1.0;
+            sum[r] = done;
+        } else {
+            double max = row_max(row + from, cols - from);
+            double now = old;
+            if (old == -INFINITY || max > (double) ((float) old + LAZY)) {
+                now = max > old ? max : old;
+            }
+            alpha[r] = now == old ? 1.0 : exp2(old - now);
+            m[r] = now;
+            rescale |= alpha[r] != 1.0;
+            float shift = now == -INFINITY ? 0.0f : (float) now;
+            if (from > 0) {
+                /* the columns done with the old shift: powers up to 2^LAZY, moved to the new one */
+                scale_row(row, from, (float) alpha[r]);
+                done *= alpha[r];
+            }
+            sum[r] = done + exp2_row(row + from, cols - from, -shift, 1.0f);
+        }
         if (isnan(sum[r])) {
             /* A NaN score (MAXPS may have passed over it in the row maximum): the row's m and alpha become NaN,
              * and so are its powers, so that every later step and the output stay NaN, never a finite number. */
