@@ -51,7 +51,7 @@ final class AttentionBench {
     /** How long attn4j runs at the smallest N before anything is timed. */
     static final double WARM_UP_SECONDS = 3.0;
     /** Untimed runs of each configuration before its timed ones last at least this long. */
-    static final long WARM_UP_NANOS = 100_000_000L;
+    static final long WARM_UP_NANOS = 500_000_000L;
 
     private final Settings settings;
     private final PrintWriter log;
@@ -292,8 +292,11 @@ final class AttentionBench {
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
             if (repeated) {
-                // At least 100 ms of untimed runs: after the collection's pause the first few short runs were slow
-                // (N = 1024 forward: 2.8 ms for the median of 3 right after one untimed run, 1.4 ms of 15).
+                // At least 500 ms of untimed runs: after the collection's pause the first few short runs were slow
+                // (N = 1024 forward: 2.8 ms for the median of 3 right after one untimed run, 1.4 ms of 15), and
+                // after 100 ms the JIT was still recompiling the worker pool's code on the second core in about
+                // one process in three (-XX:+PrintCompilation), which left the pool's thread late and the N = 1024
+                // forward at 2.1-2.3 ms instead of 1.2.
                 long until = System.nanoTime() + WARM_UP_NANOS;
                 do {
                     once.run();

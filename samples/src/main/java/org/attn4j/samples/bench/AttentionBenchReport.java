@@ -168,7 +168,7 @@ final class AttentionBenchReport {
         StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
                 m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, %s, scale "
                         + "1/sqrt(D); attn4j first runs for %.0f s at the smallest N (the JIT compiles its Java tile "
-                        + "code); each time is the median of %d runs after at least 100 ms of untimed runs up to N = %d "
+                        + "code); each time is the median of %d runs after at least 500 ms of untimed runs up to N = %d "
                         + "(attn4j's back to back, the stock op's each after a garbage collection) and a single run beyond, forward "
                         + "only above N = %d. Peak is how far the process's resident memory rose "
                         + "during a configuration's runs above its level with the inputs already allocated; it counts "
