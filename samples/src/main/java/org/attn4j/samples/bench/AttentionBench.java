@@ -49,7 +49,7 @@ final class AttentionBench {
     private static final int STOCK_BACKWARD_MATRICES = 5;
     private static final long SEED = 42;
     /** How long attn4j runs at the smallest N before anything is timed. */
-    static final double WARM_UP_SECONDS = 3.0;
+    static final double WARM_UP_SECONDS = 6.0;
     /** Untimed runs of each configuration before its timed ones last at least this long. */
     static final long WARM_UP_NANOS = 500_000_000L;
 
