@@ -14,7 +14,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * {@link TileMath} for FLOAT tiles in native code (AVX-512), on the buffers' addresses, and the tile products the
  * kernels call instead of {@link org.attn4j.ops.Gemm} ({@link #productTransposed}, {@link #product}). The same
  * operations and results as {@link VectorTileMath} up to float32 rounding; the softmax step at about half its time
- * (0.24 against 0.50 ns a score of a 512 x 512 tile, measured here), the products without OpenBLAS's packing of
+ * (0.17-0.20 against 0.50 ns a score of a 512 x 512 tile, measured here), the products without OpenBLAS's packing of
  * every operand on every call (tiles.c).
  *
  * <p>The library, {@code libattn4jtiles.so}, is built with the module on Linux x86-64 when gcc is present
