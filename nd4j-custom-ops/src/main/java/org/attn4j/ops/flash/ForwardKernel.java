@@ -167,15 +167,15 @@ final class ForwardKernel {
                 beta != 0.0);
     }
 
-    /** Each row's visible columns of key block {@code kb} into {@link #from} and {@link #to}, as hiddenRuns has them. */
+    /** Each row's visible columns of key block {@code kb} into {@link #from} and {@link #to}. */
     private void runs(int b, int q0, int rows, int kb, int cols) {
         if (from.length < rows) {
             from = new int[rows];
             to = new int[rows];
         }
         for (int r = 0; r < rows; r++) {
-            from[r] = Math.min(cols, Math.max(0, plan.allowedFrom(b, q0 + r, kb)));
-            to[r] = Math.min(cols, Math.max(from[r], plan.allowedTo(b, q0 + r, kb)));
+            from[r] = plan.visibleFrom(b, q0 + r, kb, 0, cols);
+            to[r] = plan.visibleTo(b, q0 + r, kb, 0, cols, from[r]);
         }
     }
 

@@ -227,10 +227,9 @@ final class TilePlan {
             return;
         }
         for (int r = 0; r < rows; r++) {
-            int from = Math.min(cols, Math.max(0, allowedFrom(b, q0 + r, kb) - c0));
-            int to = Math.min(cols, Math.max(from, allowedTo(b, q0 + r, kb) - c0));
+            int from = visibleFrom(b, q0 + r, kb, c0, cols);
             out.hide(r, 0, from);
-            out.hide(r, to, cols);
+            out.hide(r, visibleTo(b, q0 + r, kb, c0, cols, from), cols);
         }
         if (partlyPadded(b, kb)) {
             for (int c = 0; c < cols; c++) {
@@ -241,6 +240,19 @@ final class TilePlan {
                 }
             }
         }
+    }
+
+    /**
+     * The first column, counted from column {@code c0} of key block {@code kb} in a part {@code cols} wide, that local
+     * query {@code i} of sequence {@code b} may see by position and document (keys ascending), within {@code [0, cols]}.
+     */
+    int visibleFrom(int b, int i, int kb, int c0, int cols) {
+        return Math.min(cols, Math.max(0, allowedFrom(b, i, kb) - c0));
+    }
+
+    /** One past the last such column, within {@code [from, cols]} ({@code from} from {@link #visibleFrom}). */
+    int visibleTo(int b, int i, int kb, int c0, int cols, int from) {
+        return Math.min(cols, Math.max(from, allowedTo(b, i, kb) - c0));
     }
 
     /** Whether key padding hides some keys of block {@code kb} in sequence {@code b} (not all of them). */
