@@ -143,7 +143,7 @@ record TilePath(Kernel kernel, Reason portable, Reason nativeOff, Reason vectorO
     /** The log line: the path and why it runs. */
     String line() {
         String why = kernel == Kernel.CPU && nativeInUse() && vectorInUse()
-                ? " (libattn4jtiles.so loaded from the jar, the CPU has AVX-512F)" : "";
+                ? " (libattn4jtiles.so loaded, the CPU has AVX-512F)" : "";
         return "FlashAttention runs: " + describe() + why;
     }
 
