@@ -89,19 +89,17 @@ public final class FlashAttention {
     }
 
     /**
-     * What runs between and around the float32 tile products on this machine, in words: "native AVX-512 tile code",
-     * or the Java path and why the native code is not in use (no AVX-512F, not Linux x86-64, turned off by
-     * {@code -Dattn4j.nativeTiles=false}, ...). For logs and benchmark reports.
+     * What runs flash attention on this machine now, in words: "native AVX-512 tile code" (between and around the
+     * float32 tile products), or the Java tile code and why the native code is not in use (turned off by
+     * {@code -Dattn4j.noVector=true} or {@code -Dattn4j.nativeTiles=false}; the library not in the build, failed to
+     * load, a CPU without AVX-512F, not Linux x86-64; without the Vector API module), or the portable kernel and
+     * why. The first flash call logs the same through slf4j: a warning when the build or the host forced the slower
+     * path. For logs and benchmark reports.
+     *
+     * @throws IllegalArgumentException for a value of {@code attn4j.kernel} other than auto, cpu or portable
      */
     public static String tileCode() {
-        TileMath math = TileMath.forType(org.nd4j.linalg.api.buffer.DataType.FLOAT);
-        if (math instanceof NativeTileMath) {
-            return "native AVX-512 tile code";
-        }
-        String why = NativeTileMath.UNAVAILABLE != null ? NativeTileMath.UNAVAILABLE
-                : "turned off by -Dattn4j.nativeTiles=false";
-        return (math instanceof Nd4jTileMath ? "ND4J element-wise ops" : "Java Vector API tile pass")
-                + " and OpenBLAS products (native tile code not in use: " + why + ")";
+        return TilePath.current().describe();
     }
 
     /** {@code 1 / sqrt(D)}, the default softmax scale. */
@@ -140,7 +138,7 @@ public final class FlashAttention {
     public AttentionOutput forward(INDArray q, INDArray k, INDArray v, AttentionMask mask, double scale) {
         AttentionShapes s = AttentionShapes.of(OP, q, k, v, mask);
         checkScale(scale);
-        if (Kernel.current() == Kernel.PORTABLE) {
+        if (kernel() == Kernel.PORTABLE) {
             return new PortableFlash(s, mask, new TilePlan(mask, s, queryBlock, keyBlock), scale).forward(q, k, v);
         }
         INDArray qc = Views.plain(q);
@@ -207,7 +205,7 @@ public final class FlashAttention {
         checkScale(scale);
         s.requireShape(OP, "dO", dOut, q.shape());
         s.requireShape(OP, "lse", lse, s.batch(), s.heads(), s.queries());
-        if (Kernel.current() == Kernel.PORTABLE) {
+        if (kernel() == Kernel.PORTABLE) {
             return new PortableFlash(s, mask, new TilePlan(mask, s, backwardQueryBlock, keyBlock), scale)
                     .backward(q, k, v, lse, delta, dOut);
         }
@@ -255,6 +253,13 @@ public final class FlashAttention {
             dq.addi(dqs[w]);
         }
         return new AttentionGradients(dq, dk, dv);
+    }
+
+    /** The kernel this call runs; the first call on each path logs which it is and why ({@link TilePath}). */
+    private static Kernel kernel() {
+        TilePath path = TilePath.current();
+        path.logOnce();
+        return path.kernel();
     }
 
     private static void checkScale(double scale) {

@@ -2,11 +2,17 @@ package org.attn4j.ops.flash;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
+import java.util.function.Function;
 
 import org.attn4j.ops.Views;
+import org.attn4j.ops.flash.TilePath.Cause;
+import org.attn4j.ops.flash.TilePath.Reason;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -19,27 +25,26 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  *
  * <p>The library, {@code libattn4jtiles.so}, is built with the module on Linux x86-64 when gcc is present
  * ({@code src/main/c}) and carried in the jar; it is used when it loads and the CPU has AVX-512F. Otherwise, or
- * with {@code -Dattn4j.nativeTiles=false}, {@link TileMath#forType} takes the Java implementation. Why not:
- * {@link #UNAVAILABLE}.
+ * with {@code -Dattn4j.nativeTiles=false}, {@link TileMath#forType} takes the Java implementation; {@link TilePath}
+ * says which and why.
  */
 final class NativeTileMath implements TileMath {
 
     /** Where the build puts the library, inside the jar. */
     static final String RESOURCE = "/org/attn4j/ops/native/linux-x86_64/libattn4jtiles.so";
 
-    /** Why the library is not in use, or null when it is. */
-    static final String UNAVAILABLE = load();
+    /** Where the build writes why it did not build the library (src/main/c/build.sh), when it did not. */
+    static final String NOT_BUILT = "/org/attn4j/ops/native/not-built.txt";
+
+    /** Why this process cannot use the library, or null when it can (loaded, and the CPU has AVX-512F). */
+    static final Reason UNAVAILABLE = load(System.getProperty("os.name", ""), System.getProperty("os.arch", ""),
+            NativeTileMath.class::getResourceAsStream, System::load, NativeTileMath::supported);
 
     /** Masks are filled in Java: runs of -inf, no arithmetic. */
     private final TileMath masks;
 
     NativeTileMath(TileMath masks) {
         this.masks = masks;
-    }
-
-    /** Whether it is in use: loaded, and not turned off by {@code -Dattn4j.nativeTiles=false} (read at each call). */
-    static boolean enabled() {
-        return UNAVAILABLE == null && !"false".equals(System.getProperty("attn4j.nativeTiles"));
     }
 
     @Override
@@ -199,28 +204,70 @@ final class NativeTileMath implements TileMath {
         return a.data().addressPointer().address() + element * Float.BYTES;
     }
 
-    private static String load() {
-        String os = System.getProperty("os.name", "");
-        String arch = System.getProperty("os.arch", "");
+    /**
+     * Copies the library out of the jar into a temporary file and loads it. The host, the jar's resources, the loader
+     * and the CPU check are arguments so that a test can give each failure.
+     *
+     * @param os        the value of {@code os.name}
+     * @param arch      the value of {@code os.arch}
+     * @param resources opens a resource of the jar by absolute name, or returns null when it is absent
+     * @param loader    {@link System#load}
+     * @param avx512f   whether the CPU has AVX-512F, asked once the library is loaded
+     * @return null when the library is usable, else why not
+     */
+    static Reason load(String os, String arch, Function<String, InputStream> resources, Consumer<String> loader,
+                       BooleanSupplier avx512f) {
         if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-            return "built for Linux x86-64 only, this is " + os + " " + arch;
+            return new Reason(Cause.NOT_LINUX_X86_64, "it is built for Linux x86-64 only, this is " + os + " " + arch);
         }
-        try (InputStream in = NativeTileMath.class.getResourceAsStream(RESOURCE)) {
+        String tmp = System.getProperty("java.io.tmpdir");
+        try (InputStream in = resources.apply(RESOURCE)) {
             if (in == null) {
-                return "not in this build (gcc was not found when the module was built)";
+                return notBuilt(resources);
             }
             Path file = Files.createTempFile("attn4jtiles", ".so");
             try {
                 Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-                System.load(file.toString());
+                loader.accept(file.toString());
             } finally {
                 // Once loaded, the library stays mapped; the file is not needed.
                 Files.deleteIfExists(file);
             }
-            return supported() ? null : "this CPU has no AVX-512F";
-        } catch (IOException | LinkageError | SecurityException e) {
-            return "did not load: " + e;
+        } catch (IOException e) {
+            return new Reason(Cause.LOAD_FAILED, "libattn4jtiles.so could not be copied out of the jar into " + tmp
+                    + ": " + e);
+        } catch (LinkageError | SecurityException e) {
+            return new Reason(Cause.LOAD_FAILED, "libattn4jtiles.so did not load: " + e.getMessage()
+                    + loadHint(String.valueOf(e.getMessage()), tmp));
         }
+        return avx512f.getAsBoolean() ? null : new Reason(Cause.NO_AVX512F,
+                "this CPU has no AVX-512F (libattn4jtiles.so loaded, but its code needs AVX-512F)");
+    }
+
+    /** What to do about the loader's two usual complaints. */
+    private static String loadHint(String message, String tmp) {
+        if (message.contains("failed to map segment") || message.contains("Operation not permitted")) {
+            return " (is the temporary directory " + tmp + " mounted noexec? -Djava.io.tmpdir=DIR picks another)";
+        }
+        if (message.contains("GLIBC_")) {
+            return " (this system's C library is older than the one it was built against: build attn4j on this "
+                    + "system)";
+        }
+        return "";
+    }
+
+    /** Why the jar has no library: the build's note (build.sh), or that its gcc step did not run or failed. */
+    private static Reason notBuilt(Function<String, InputStream> resources) {
+        String why = "its gcc step was skipped or failed";
+        try (InputStream note = resources.apply(NOT_BUILT)) {
+            if (note != null) {
+                why = new String(note.readAllBytes(), StandardCharsets.UTF_8).strip();
+            }
+        } catch (IOException e) {
+            // The note only explains; without it the general reason stands.
+        }
+        return new Reason(Cause.NOT_BUILT, "libattn4jtiles.so is not in this build: " + why
+                + " (the build output says more)");
     }
 
     private static native boolean supported();

@@ -30,7 +30,7 @@ final class PackedTranspose {
      * module) are ND4J operations.
      */
     static boolean withoutNativeThreads(boolean packed) {
-        return packed && VectorTileMath.AVAILABLE;
+        return packed && TilePath.cpuKernel().vectorInUse();
     }
 
     /**

@@ -59,17 +59,16 @@ interface TileMath {
     void scaleRows(INDArray m, int row0, double[] factors, int rows, int cols);
 
     /**
-     * The fastest implementation available for {@code type}. {@code -Dattn4j.noVector=true} forces ND4J's (to test
-     * or compare that path), {@code -Dattn4j.nativeTiles=false} the Java ones.
+     * The implementation {@link TilePath#cpuKernel()} names for {@code type}: the fastest one available, unless
+     * {@code -Dattn4j.noVector=true} forces ND4J's or {@code -Dattn4j.nativeTiles=false} the Java ones (to test or
+     * compare those paths).
      */
     static TileMath forType(DataType type) {
-        if (Boolean.getBoolean("attn4j.noVector")) {
-            return new Nd4jTileMath();
+        TilePath path = TilePath.cpuKernel();
+        if (type == DataType.FLOAT && path.nativeInUse()) {
+            return new NativeTileMath(path.vectorInUse() ? VectorTileMath.create() : new Nd4jTileMath());
         }
-        if (type == DataType.FLOAT && NativeTileMath.enabled()) {
-            return new NativeTileMath(VectorTileMath.AVAILABLE ? VectorTileMath.create() : new Nd4jTileMath());
-        }
-        if (VectorTileMath.AVAILABLE) {
+        if (path.vectorInUse()) {
             return type == DataType.FLOAT ? VectorTileMath.create()
                     : type == DataType.DOUBLE ? VectorTileMath.createDouble() : new Nd4jTileMath();
         }
