@@ -91,20 +91,24 @@ class TrainingProcessTest {
         return launch(ck, steps, resume, kill, List.of());
     }
 
-    /** Four workers; rank 0's losses by step, exactly as printed. */
+    /**
+     * Four workers; rank 0's losses by step, exactly as printed. With {@code kill} ("step:rank"), that rank dies
+     * half-way through writing its shard of that checkpoint ({@link KilledMidShardWorker}).
+     */
     private static Run launch(Path ck, int steps, boolean resume, String kill, List<String> strategy)
             throws Exception {
         List<String> out = new CopyOnWriteArrayList<>();
         List<String> args = new java.util.ArrayList<>(List.of(ck.toString(), Integer.toString(steps),
                 resume ? "resume" : "fresh"));
         args.addAll(strategy);
-        LocalLauncher.Builder b = LocalLauncher.builder(4, TrainingWorker.class.getName())
+        if (kill != null) {
+            args.add(0, kill);
+        }
+        Class<?> worker = kill == null ? TrainingWorker.class : KilledMidShardWorker.class;
+        LocalLauncher.Builder b = LocalLauncher.builder(4, worker.getName())
                 .args(args)
                 .heap("768m").timeout(Duration.ofSeconds(200)).stopGrace(Duration.ofSeconds(30))
                 .env("ATTN4J_TIMEOUT_MS", "10000").output(out::add, out::add);
-        if (kill != null) {
-            b.env("ATTN4J_TEST_KILL_DURING_CHECKPOINT", kill);
-        }
         LaunchResult r = b.build().run();
         Map<Integer, String> losses = new TreeMap<>();
         for (String line : out) {
