@@ -53,6 +53,12 @@ class TrainingProcessTest {
                     + killed.output());
         }
         assertTrue(killed.output().contains("rank 2"), "the survivors name the dead rank\n" + killed.output());
+        Path half = ck.resolve("step-000010").resolve("rank-2.shard.tmp");
+        long whole5 = Files.size(ck.resolve("step-000005").resolve("rank-2.shard"));
+        assertTrue(Files.isRegularFile(half) && Files.size(half) > 0 && Files.size(half) < whole5,
+                "rank 2 died half-way through its shard: " + (Files.exists(half) ? Files.size(half) : -1)
+                        + " bytes written, a whole one has about " + whole5);
+        assertFalse(Files.exists(ck.resolve("step-000010").resolve("rank-2.shard")));
         CheckpointStore.Checkpoint last = new CheckpointStore(ck).newestComplete().orElseThrow();
         assertEquals(5, last.step(), "step 5 stays the newest complete checkpoint");
         assertFalse(Files.exists(ck.resolve("manifest-000010.json")));
