@@ -34,7 +34,8 @@ public final class CheckpointExport {
     }
 
     /**
-     * The newest complete checkpoint in {@code dir} as a network.
+     * The newest complete checkpoint in {@code dir} as a network. Newer checkpoints that are not intact are skipped,
+     * each logged at WARN with why, followed by the one used instead; nothing on disk is changed.
      *
      * @throws IllegalArgumentException if {@code dir} holds no complete checkpoint, or one without a stored model
      *                                  configuration, or shards that do not tile the parameter vector

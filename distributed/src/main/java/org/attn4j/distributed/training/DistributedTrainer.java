@@ -146,7 +146,7 @@ public final class DistributedTrainer {
             updater.importFrom(existing);
         }
         net.detachUpdater();
-        this.checkpoints = b.checkpointDir == null ? null : new CheckpointStore(b.checkpointDir);
+        this.checkpoints = b.checkpointDir == null ? null : new CheckpointStore(b.checkpointDir, b.shardOutput);
         this.checkpointEvery = b.checkpointEvery;
         this.run = b.run;
         this.fingerprint = fingerprint(net.configurationJson(), paramCount);
@@ -178,6 +178,7 @@ public final class DistributedTrainer {
         private String run = "attn4j";
         private boolean resume;
         private int logEvery = DEFAULT_LOG_EVERY;
+        private CheckpointStore.ShardOutput shardOutput = CheckpointStore.ShardOutput.WHOLE;
 
         private Builder(Model model, Transport transport) {
             this.model = model;
@@ -227,6 +228,12 @@ public final class DistributedTrainer {
          */
         public Builder resume(boolean r) {
             this.resume = r;
+            return this;
+        }
+
+        /** How shards reach their files; the recovery test's worker supplies one that dies half-way. */
+        Builder shardOutput(CheckpointStore.ShardOutput o) {
+            this.shardOutput = o;
             return this;
         }
 
@@ -481,15 +488,25 @@ public final class DistributedTrainer {
         }
     }
 
-    /** Continues from the newest complete checkpoint, if any (every worker reads its own shard). */
+    /**
+     * Continues from the newest complete checkpoint, if any (every worker reads its own shard). Rank 0 moves newer
+     * checkpoints that are not intact aside, so this run does not write over them, and logs why each was skipped and
+     * which checkpoint is used instead.
+     */
     private void restore() {
         try {
-            java.util.Optional<CheckpointStore.Checkpoint> found = checkpoints.newestComplete();
+            CheckpointStore.Scan scan = checkpoints.scan();
+            java.util.Optional<CheckpointStore.Checkpoint> found = scan.newest();
+            if (found.isPresent()) {
+                checkFits(found.get(), run, fingerprint, transport.worldSize(), strategy.zero());
+            }
+            if (transport.rank() == 0) {
+                checkpoints.setAside(scan);
+            }
             if (found.isEmpty()) {
                 return;
             }
             CheckpointStore.Checkpoint c = found.get();
-            checkFits(c, run, fingerprint, transport.worldSize(), strategy.zero());
             CheckpointStore.Shard shard = checkpoints.readShard(c, transport.rank());
             CheckpointStore.Header h = shard.header();
             INDArray flat = net.params().reshape(paramCount);
@@ -507,21 +524,22 @@ public final class DistributedTrainer {
             resumedAt = c.step();
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException("DistributedTrainer rank " + transport.rank()
-                    + ": reading the checkpoint failed", e);
+                    + ": resuming from " + checkpoints + " failed: " + e.getMessage(), e);
         }
     }
 
     /**
      * Checks, without a transport, that the newest complete checkpoint in {@code dir} (if any) can be resumed by
      * {@code model} as run {@code run} on {@code worldSize} workers at {@code zero}: what a launcher calls before
-     * starting workers, so a mismatch is one clear error instead of one per worker.
+     * starting workers, so a mismatch is one clear error instead of one per worker. Newer checkpoints that are not
+     * intact are passed over silently here: the resuming trainer's rank 0 logs them and moves them aside.
      *
      * @return the step of that checkpoint, or -1 if there is none
      * @throws IllegalArgumentException naming the checkpoint and what does not fit
      */
     public static int checkResumable(java.nio.file.Path dir, Model model, String run, int worldSize, ZeroStage zero) {
         try {
-            java.util.Optional<CheckpointStore.Checkpoint> found = new CheckpointStore(dir).newestComplete();
+            java.util.Optional<CheckpointStore.Checkpoint> found = new CheckpointStore(dir).scan().newest();
             if (found.isEmpty()) {
                 return -1;
             }

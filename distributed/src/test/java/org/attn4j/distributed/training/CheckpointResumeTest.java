@@ -9,12 +9,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.testing.StandardError;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -26,8 +29,8 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * Sharded checkpoints: a run resumed from step 10 of a checkpointed run takes exactly the steps the uninterrupted
- * run took; only complete checkpoints count; a checkpoint of another run, model or world size is refused before
- * any step.
+ * run took; only complete checkpoints count, and one passed over is logged and kept aside; a checkpoint of another
+ * run, model or world size is refused before any step.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class CheckpointResumeTest {
@@ -75,6 +78,39 @@ class CheckpointResumeTest {
         List<double[]> resumed = train(ck, 6, true, STRATEGY, "run");
         assertEquals(4, resumed.size());
         assertArrayEquals(manifest5, Files.readAllBytes(ck.resolve("manifest-000005.json")));
+    }
+
+    @Test
+    void resumingPastADamagedManifestSaysSoKeepsItAndRepeatsTheRunFromTheCheckpointBefore() throws Exception {
+        double[] whole = train(dir.resolve("whole"), STEPS, false, STRATEGY, "run").get(0);
+        Path ck = dir.resolve("damaged");
+        train(ck, 12, false, STRATEGY, "run");                  // checkpoints at 5 and 10
+        Path manifest10 = ck.resolve("manifest-000010.json");
+        byte[] m = Files.readAllBytes(manifest10);
+        Files.write(manifest10, Arrays.copyOf(m, m.length / 2));   // as a disk that filled up would leave it
+        byte[] damaged = Files.readAllBytes(manifest10);
+        byte[] shard = Files.readAllBytes(ck.resolve("step-000010").resolve("rank-3.shard"));
+
+        List<double[]> resumed = new ArrayList<>();
+        List<String> log = StandardError.linesOf(() -> resumed.addAll(train(ck, STEPS, true, STRATEGY, "run")));
+        for (double[] curve : resumed) {
+            for (int i = 5; i < STEPS; i++) {
+                assertEquals(whole[i], curve[i], 0.0, "step " + i + " after resuming from step 5");
+            }
+        }
+        Path aside = ck.resolve("skipped-000010");
+        String all = String.join("\n", log);
+        assertEquals(1, log.stream().filter(l -> l.contains("CheckpointStore - checkpoint 10 (" + manifest10
+                + ") skipped: its manifest is not valid JSON (") && l.endsWith("; moved to " + aside)).count(), all);
+        assertEquals(1, log.stream().filter(l -> l.endsWith("CheckpointStore - resuming from checkpoint 5 ("
+                + ck.resolve("manifest-000005.json") + ") instead")).count(), all);
+        assertArrayEquals(damaged, Files.readAllBytes(aside.resolve("manifest-000010.json")));
+        assertArrayEquals(shard, Files.readAllBytes(aside.resolve("step-000010").resolve("rank-3.shard")));
+        CheckpointStore.Scan after = new CheckpointStore(ck).scan();
+        assertEquals(20, after.newest().orElseThrow().step());
+        assertTrue(after.skipped().isEmpty(), after.skipped().toString());
+        assertEquals(10, new org.nd4j.shade.jackson.databind.ObjectMapper().readTree(manifest10.toFile())
+                .get("step").asInt(), "the resumed run's own checkpoint 10");
     }
 
     @Test

@@ -53,6 +53,12 @@ class TrainingProcessTest {
                     + killed.output());
         }
         assertTrue(killed.output().contains("rank 2"), "the survivors name the dead rank\n" + killed.output());
+        Path half = ck.resolve("step-000010").resolve("rank-2.shard.tmp");
+        long whole5 = Files.size(ck.resolve("step-000005").resolve("rank-2.shard"));
+        assertTrue(Files.isRegularFile(half) && Files.size(half) > 0 && Files.size(half) < whole5,
+                "rank 2 died half-way through its shard: " + (Files.exists(half) ? Files.size(half) : -1)
+                        + " bytes written, a whole one has about " + whole5);
+        assertFalse(Files.exists(ck.resolve("step-000010").resolve("rank-2.shard")));
         CheckpointStore.Checkpoint last = new CheckpointStore(ck).newestComplete().orElseThrow();
         assertEquals(5, last.step(), "step 5 stays the newest complete checkpoint");
         assertFalse(Files.exists(ck.resolve("manifest-000010.json")));
@@ -91,20 +97,24 @@ class TrainingProcessTest {
         return launch(ck, steps, resume, kill, List.of());
     }
 
-    /** Four workers; rank 0's losses by step, exactly as printed. */
+    /**
+     * Four workers; rank 0's losses by step, exactly as printed. With {@code kill} ("step:rank"), that rank dies
+     * half-way through writing its shard of that checkpoint ({@link KilledMidShardWorker}).
+     */
     private static Run launch(Path ck, int steps, boolean resume, String kill, List<String> strategy)
             throws Exception {
         List<String> out = new CopyOnWriteArrayList<>();
         List<String> args = new java.util.ArrayList<>(List.of(ck.toString(), Integer.toString(steps),
                 resume ? "resume" : "fresh"));
         args.addAll(strategy);
-        LocalLauncher.Builder b = LocalLauncher.builder(4, TrainingWorker.class.getName())
+        if (kill != null) {
+            args.add(0, kill);
+        }
+        Class<?> worker = kill == null ? TrainingWorker.class : KilledMidShardWorker.class;
+        LocalLauncher.Builder b = LocalLauncher.builder(4, worker.getName())
                 .args(args)
                 .heap("768m").timeout(Duration.ofSeconds(200)).stopGrace(Duration.ofSeconds(30))
                 .env("ATTN4J_TIMEOUT_MS", "10000").output(out::add, out::add);
-        if (kill != null) {
-            b.env("ATTN4J_TEST_KILL_DURING_CHECKPOINT", kill);
-        }
         LaunchResult r = b.build().run();
         Map<Integer, String> losses = new TreeMap<>();
         for (String line : out) {

@@ -24,6 +24,11 @@ public final class TrainingWorker {
 
     /** Entry point; see the class comment. */
     public static void main(String[] args) {
+        train(args, CheckpointStore.ShardOutput.WHOLE);
+    }
+
+    /** Trains as the class comment says, writing checkpoint shards through {@code shardOutput}. */
+    static void train(String[] args, CheckpointStore.ShardOutput shardOutput) {
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
         Path dir = Path.of(args[0]);
         int steps = Integer.parseInt(args[1]);
@@ -41,7 +46,7 @@ public final class TrainingWorker {
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, linear, kvHeads, seed);
             DistributedTrainer trainer = DistributedTrainer.builder(net, t).strategy(strategy)
-                    .checkpoints(dir, 5).run("process-test").resume(resume).build();
+                    .checkpoints(dir, 5).run("process-test").resume(resume).shardOutput(shardOutput).build();
             for (int i = Math.max(0, trainer.resumedFromStep()); i < steps; i++) {
                 System.out.println("LOSS " + i + " " + trainer.fit(batches.get(i)));
             }

@@ -120,6 +120,27 @@ class TrainCommandTest {
         assertEquals(1, other.err().strip().lines().count(), "one line: " + other.err());
     }
 
+    /** What the user sees when the newest checkpoint is damaged: which one was skipped and why, which one is used. */
+    @Test
+    void resumeSaysWhichCheckpointItSkippedAndWhyAndWhichItResumesFrom() throws Exception {
+        Path ck = tmp.resolve("ck");
+        CliRun first = CliRun.of("train", "--workers", "2", "--steps", "2", "--checkpoint-dir", ck.toString(),
+                "--checkpoint-every", "1", "--seq-len", "16", "--out", tmp.resolve("a").toString());
+        assertEquals(0, first.exitCode(), first.err());
+        Files.write(ck.resolve("manifest-000002.json"), new byte[0]);
+        CliRun resumed = CliRun.of("train", "--workers", "2", "--steps", "3", "--checkpoint-dir", ck.toString(),
+                "--checkpoint-every", "1", "--resume", "--seq-len", "16", "--out", tmp.resolve("b").toString());
+        assertEquals(0, resumed.exitCode(), resumed.err());
+        List<String> err = resumed.err().lines().toList();
+        String skipped = "checkpoint 2 (" + ck.resolve("manifest-000002.json") + ") skipped: its manifest is empty; "
+                + "moved to " + ck.resolve("skipped-000002");
+        assertEquals(1, err.stream().filter(l -> l.endsWith(skipped)).count(), resumed.err());
+        assertEquals(1, err.stream().filter(l -> l.endsWith("resuming from checkpoint 1 ("
+                + ck.resolve("manifest-000001.json") + ") instead")).count(), resumed.err());
+        assertEquals(List.of("step 1", "step 2"), resumed.out().lines().filter(l -> l.startsWith("step "))
+                .map(l -> l.substring(0, l.indexOf(" loss "))).toList(), resumed.out());
+    }
+
     @Test
     void helpListsEveryOptionWithItsDefault() {
         CliRun r = CliRun.of("train", "--help");
