@@ -736,7 +736,8 @@ public final class DistributedTrainer {
                         + "into " + parts + " equal parts for the " + layout + " layout over "
                         + sequenceMembers.length + " workers");
             }
-            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n, this::useParameters);
+            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n,
+                    this::useParameters);
         }
         return context;
     }

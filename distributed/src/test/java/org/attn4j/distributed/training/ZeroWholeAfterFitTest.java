@@ -136,6 +136,33 @@ class ZeroWholeAfterFitTest {
     }
 
     @Test
+    void stepsOfFitDataSetMoveAsManyBytesAsTheStepsOfAnEpochAtStage3() throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, STEPS, BATCH, LENGTH, SEED);
+        ParallelStrategy strategy = ParallelStrategy.sequence("ring", 2).withDataParallel(2)
+                .withZero(ZeroStage.PARAMETERS);
+        long[] bytes = new long[2];
+        for (Fit fit : new Fit[] {Fit.BATCH, Fit.EPOCH}) {
+            List<Long> sent = TrainingFixtures.onWorkers(4, t -> {
+                MultiLayerNetwork net = TrainingFixtures.gpt(DataType.DOUBLE, false, KV_HEADS, SEED);
+                DistributedTrainer trainer = DistributedTrainer.builder(net, t).strategy(strategy).build();
+                long before = t.traffic().total();
+                if (fit == Fit.BATCH) {
+                    batches.forEach(trainer::fit);
+                } else {
+                    trainer.fit(new ExistingDataSetIterator(batches));
+                }
+                return t.traffic().total() - before;
+            });
+            bytes[fit == Fit.BATCH ? 0 : 1] = sent.stream().mapToLong(Long::longValue).sum();
+        }
+        // Whole after each fit(DataSet): gathered at its end, used in place by the next step's forward pass.
+        assertTrue(bytes[0] > 0);
+        assertEquals(bytes[1], bytes[0], "bytes all workers sent: " + STEPS + " x fit(DataSet) " + bytes[0]
+                + ", fit(iterator) over the same batches " + bytes[1]);
+    }
+
+    @Test
     void betweenTheStepsOfAnEpochStage3KeepsOnlyItsSliceResident() throws Exception {
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
         List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, STEPS, BATCH, LENGTH, SEED);
