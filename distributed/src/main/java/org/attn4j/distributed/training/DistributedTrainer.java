@@ -438,7 +438,7 @@ public final class DistributedTrainer {
         gatherForStep();
         net.setData(p.features(), p.labels(), p.labelMask());
         try (SequenceParallel.Scope s = SequenceParallel.enter(context(p.n()));
-             PackedSequences.Scope d = PackedSequences.enter(p.documents())) {
+             PackedSequences.Scope packed = PackedSequences.enter(p.documents())) {
             net.computeGradientAndScore();
         } finally {
             gatherPerLayer = false;
