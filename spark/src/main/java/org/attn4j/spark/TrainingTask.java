@@ -80,7 +80,6 @@ final class TrainingTask extends AbstractFunction1<Iterator<Integer>, Iterator<S
             for (int step = 0; step < steps; step++) {
                 losses[step] = trainer.fitGroup(data.batch(step, group, s.dataParallel()));
             }
-            trainer.gatherParameters();
             byte[] model = rank == 0 ? bytes(net) : null;
             Communicator.world(transport).barrier();      // no rank closes its transport while another receives
             return CollectionConverters.asScala(List.of(new SparkSequenceParallel.TaskResult(rank, losses, model))

@@ -119,7 +119,8 @@ class SparkSequenceParallelTest {
     }
 
     @ParameterizedTest(name = "{0} DP={1} SP={2} {3}")
-    @CsvSource({"ring, 1, 4, NONE", "ring, 2, 2, GRADIENTS", "attention2d, 1, 4, NONE", "attention2d, 1, 4, GRADIENTS"})
+    @CsvSource({"ring, 1, 4, NONE", "ring, 2, 2, GRADIENTS", "ring, 2, 2, PARAMETERS", "attention2d, 1, 4, NONE",
+        "attention2d, 1, 4, GRADIENTS"})
     void fourBarrierTasksReproduceTheSingleProcessLossCurve(String algo, int dp, int sp, ZeroStage zero) {
         long seed = 7 + algo.hashCode();
         double[] expected = singleProcess(seed);

@@ -52,9 +52,12 @@ import org.slf4j.LoggerFactory;
  *       sum over every token of every example, and DL4J's division by the minibatch uses the global B;</li>
  *   <li>the network's DL4J updater configurations are applied to the whole vector (stage 0) or to this worker's
  *       slice (stages 1-3, with the optimizer state of the slice only), and the slices are all-gathered (stage 3:
- *       before the next forward pass). Stages 2 and 3 release the resident pages of what the worker does not
- *       own ({@link ZeroStage}).</li>
+ *       at the end of a public {@code fit}, and between the steps of an epoch before the next forward pass).
+ *       Stages 2 and 3 release the resident pages of what the worker does not own ({@link ZeroStage}).</li>
  * </ol>
+ * Every public {@code fit} returns with the network whole and current on every worker at every stage: its
+ * {@code output}, evaluation and {@code ModelSerializer} see the trained parameters. Only a step that fails in the
+ * middle (a worker lost) leaves them partial; restart from a checkpoint then.
  * Scores are DL4J's (loss summed over time steps, divided by examples), summed over the group and averaged over
  * the data-parallel groups: the whole batch's score. The network must start identical on every worker (same
  * seed, or the same saved model). Not thread-safe; every worker calls the same methods with the same batches.
@@ -89,6 +92,8 @@ public final class DistributedTrainer {
     private boolean paramsWhole = true;
     /** During this step's passes, attn4j's layers gather their parameters per use (ZeRO stage 3). */
     private boolean gatherPerLayer;
+    /** The first flat indices of the self-gathering layers whose parameters are whole and current this step. */
+    private final java.util.Set<Long> currentLayers = new java.util.HashSet<>();
     private double lastScore = Double.NaN;
     private final CheckpointStore checkpoints;
     private final int checkpointEvery;
@@ -126,11 +131,12 @@ public final class DistributedTrainer {
                     + "cannot be sliced over " + w + " workers");
         }
         ZeroStage zero = strategy.zero();
-        if (zero.stage() >= 2 && !ResidentPages.available()) {
+        java.util.Optional<String> noRelease = zero.stage() >= 2 ? ResidentPages.unavailable()
+                : java.util.Optional.empty();
+        if (noRelease.isPresent()) {
             throw new IllegalArgumentException("DistributedTrainer: ZeRO stage " + zero.stage() + " hands unowned "
                     + "gradient" + (zero == ZeroStage.PARAMETERS ? " and parameter" : "") + " pages back to the "
-                    + "operating system with madvise(2), which " + System.getProperty("os.name") + " lacks here; "
-                    + "use stage 1 or 0");
+                    + "operating system, which " + noRelease.get() + "; use stage 1 or 0");
         }
         this.shards = new ShardedParameters(net.params(), world);
         this.sliceFrom = shards.start(transport.rank());
@@ -303,8 +309,9 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Bytes of parameters this worker keeps resident between steps by design: its slice at stage 3 (the whole
-     * vector is gathered for each step's forward and backward pass), the whole vector otherwise.
+     * Bytes of parameters this worker keeps resident between steps by design: at stage 3 its slice between the
+     * steps of {@link #fit(DataSetIterator)} (every public {@code fit} returns with the whole vector), the whole
+     * vector otherwise.
      */
     public long currentParameterBytes() {
         long elements = strategy.zero() == ZeroStage.PARAMETERS ? sliceTo - sliceFrom : paramCount;
@@ -314,7 +321,11 @@ public final class DistributedTrainer {
     /**
      * One epoch over {@code data}, a step per batch; the iterator is reset first if it can be. Listeners get
      * {@code onEpochStart} and {@code onEpochEnd} (with whole, current parameters) and the network's epoch count
-     * advances, as in DL4J's own {@code fit(iterator)}; afterwards the parameters are whole on every worker.
+     * advances, as in DL4J's own {@code fit(iterator)}. Between the steps, ZeRO stage 3 keeps only this worker's
+     * slice of the parameters resident; when the epoch ends, or a batch is refused, the network is whole again on
+     * every worker, ready for {@code output}, evaluation or saving.
+     *
+     * @throws IllegalArgumentException as {@link #fit(DataSet)}, for a batch that does not split over the workers
      */
     public void fit(DataSetIterator data) {
         if (data.resetSupported()) {
@@ -327,10 +338,17 @@ public final class DistributedTrainer {
             data.next();                           // resumed in the middle of the epoch: these are done
         }
         while (data.hasNext()) {
-            fit(data.next());
+            Part part;
+            try {
+                part = part(data.next(), true);
+            } catch (IllegalArgumentException refused) {
+                makeWhole();                       // every worker refuses the same batch, before any step of it
+                throw refused;
+            }
+            train(part, false);
         }
         batchesDone = 0;
-        gatherParameters();
+        makeWhole();
         allListeners().forEach(l -> l.onEpochEnd(net.model()));
         net.setEpoch(net.epoch() + 1);
     }
@@ -355,7 +373,10 @@ public final class DistributedTrainer {
     /**
      * One optimisation step on {@code batch}, the whole batch (every worker passes the same one). Packed sequences:
      * the examples' document ids travel as their metadata ({@link Packing#attach}); every worker then attends
-     * within documents, and a worker whose ids differ makes every worker fail, naming it.
+     * within documents, and a worker whose ids differ makes every worker fail, naming it. Afterwards the network
+     * is whole on every worker at every ZeRO stage, ready for {@code output}, evaluation or saving (stage 3
+     * releases the parameter pages this worker does not own within the step, and all-gathers the updated slices
+     * at its end).
      *
      * @return the whole batch's score before the update
      * @throws IllegalArgumentException if the batch does not split over the workers (batch size not a multiple
@@ -363,19 +384,19 @@ public final class DistributedTrainer {
      *                                  before any communication
      */
     public double fit(DataSet batch) {
-        return fit(batch, true);
+        return train(part(batch, true), true);
     }
 
     /**
      * One optimisation step on this worker's data-parallel group's examples only ({@link #dataParallelIndex}): the
      * members of a group pass the same examples, each group its own, all groups as many. For data that each worker
      * reads for its group alone (a partition, a file per group); equal to {@link #fit(DataSet)} on the groups'
-     * examples stacked in group order.
+     * examples stacked in group order, and as that leaves the network whole.
      *
      * @return the whole batch's score before the update
      */
     public double fitGroup(DataSet groupExamples) {
-        return fit(groupExamples, false);
+        return train(part(groupExamples, false), true);
     }
 
     /** This worker's data-parallel group: which examples of a whole batch it trains on. */
@@ -383,7 +404,13 @@ public final class DistributedTrainer {
         return dataIndex;
     }
 
-    private double fit(DataSet batch, boolean whole) {
+    /** A batch checked and cut to this worker's examples and time steps; {@code b} is the whole batch's size. */
+    private record Part(INDArray features, INDArray labels, INDArray labelMask, Documents documents, int b,
+                        int n) {
+    }
+
+    /** Checks {@code batch} and cuts out this worker's part; moves no parameter. */
+    private Part part(DataSet batch, boolean whole) {
         INDArray features = batch.getFeatures();
         INDArray labels = batch.getLabels();
         if (batch.getFeaturesMaskArray() != null) {
@@ -398,30 +425,35 @@ public final class DistributedTrainer {
         }
         int n = (int) features.size(features.rank() - 1);
         Documents documents = Packing.of(batch);
-        SequenceShardContext ctx = context(n);
+        int[] positions = context(n).positions();
         if (transport.worldSize() > 1) {
             // a worker with other ids fails every worker, named; per group when each group passes its own examples
             DocumentAgreement.require(world, documents, whole ? transport.worldSize() : sequenceMembers.length);
         }
-        gatherForStep();
-
-        int[] positions = ctx.positions();
         int perGroup = whole ? b / d : 0;                       // 0: the batch is this group's already
-        INDArray localFeatures = shard(examples(features, perGroup), positions);
-        INDArray localLabels = shard(examples(labels, perGroup), positions);
-        INDArray localMask = batch.getLabelsMaskArray() == null ? null
+        INDArray mask = batch.getLabelsMaskArray() == null ? null
                 : shard(examples(batch.getLabelsMaskArray(), perGroup), positions);
-        net.setData(localFeatures, localLabels, localMask);
-        try (SequenceParallel.Scope s = SequenceParallel.enter(ctx);
-             PackedSequences.Scope p = PackedSequences.enter(examples(documents, perGroup))) {
+        return new Part(shard(examples(features, perGroup), positions), shard(examples(labels, perGroup), positions),
+                mask, examples(documents, perGroup), b, n);
+    }
+
+    /**
+     * One step on this worker's part. {@code leaveWhole}: the network is whole afterwards (a public step);
+     * otherwise stage 3 leaves only this worker's slice resident (between the steps of an epoch).
+     */
+    private double train(Part p, boolean leaveWhole) {
+        gatherForStep();
+        net.setData(p.features(), p.labels(), p.labelMask());
+        try (SequenceParallel.Scope s = SequenceParallel.enter(context(p.n()));
+             PackedSequences.Scope packed = PackedSequences.enter(p.documents())) {
             net.computeGradientAndScore();
         } finally {
             gatherPerLayer = false;
         }
 
         INDArray partial = Nd4j.scalar(DataType.DOUBLE, net.score()).reshape(1);
-        double score = world.allReduce(partial).getDouble(0) / d;
-        step(b);
+        double score = world.allReduce(partial).getDouble(0) / strategy.dataParallel();
+        step(p.b());
         lastScore = score;
         net.setScore(score);
         int iteration = net.iteration();
@@ -430,15 +462,15 @@ public final class DistributedTrainer {
         if (checkpoints != null && (iteration + 1) % checkpointEvery == 0) {
             checkpoint(iteration + 1);
         }
-        logProgress(iteration + 1, score, (long) b * n);
+        logProgress(iteration + 1, score, (long) p.b() * p.n());
         List<TrainingListener> all = allListeners();
-        if (!all.isEmpty()) {
-            gatherParameters();                    // listeners see whole, current parameters at every stage
-            for (TrainingListener l : all) {
-                l.iterationDone(net.model(), iteration, net.epoch());
-            }
+        if (leaveWhole || !all.isEmpty()) {
+            makeWhole();                           // listeners see whole, current parameters at every stage
         }
-        if (strategy.zero() == ZeroStage.PARAMETERS) {
+        for (TrainingListener l : all) {
+            l.iterationDone(net.model(), iteration, net.epoch());
+        }
+        if (!leaveWhole && strategy.zero() == ZeroStage.PARAMETERS) {
             releaseUnownedParameters();
         }
         return score;
@@ -516,7 +548,7 @@ public final class DistributedTrainer {
             }
             updater.restore(shard.arrays().subList(1, shard.arrays().size()));
             paramsWhole = false;
-            gatherParameters();
+            makeWhole();
             net.setIteration(h.iteration());
             net.setEpoch(h.epoch());
             batchesDone = h.batchesDone();
@@ -576,40 +608,50 @@ public final class DistributedTrainer {
      * itself (DL4J calls those in the middle of the passes, where they must see every parameter), attn4j's
      * layers gather their own parameters each time they run and release them afterwards
      * ({@link #useParameters}), so only the other layers' parameters are gathered here: the layer-by-layer
-     * gathering of ZeRO stage 3 for the layers that hold most of a transformer's parameters.
+     * gathering of ZeRO stage 3 for the layers that hold most of a transformer's parameters. A step that starts
+     * whole (after a public {@code fit}) gathers nothing here, and each attention layer first uses its parameters
+     * where they lie.
      */
     private void gatherForStep() {
+        if (strategy.zero() != ZeroStage.PARAMETERS || selfGathering.isEmpty() || !net.listeners().isEmpty()) {
+            makeWhole();
+            return;
+        }
+        currentLayers.clear();
         if (paramsWhole) {
-            return;
-        }
-        if (selfGathering.isEmpty() || !net.listeners().isEmpty()) {
-            gatherParameters();
-            return;
-        }
-        long at = 0;
-        for (long[] r : selfGathering) {
-            if (r[0] > at) {
-                shards.gather(at, r[0]);
+            selfGathering.forEach(r -> currentLayers.add(r[0]));
+        } else {
+            long at = 0;
+            for (long[] r : selfGathering) {
+                if (r[0] > at) {
+                    shards.gather(at, r[0]);
+                }
+                at = r[1];
             }
-            at = r[1];
-        }
-        if (at < paramCount) {
-            shards.gather(at, paramCount);
+            if (at < paramCount) {
+                shards.gather(at, paramCount);
+            }
         }
         gatherPerLayer = true;
     }
 
     /**
      * One use of a layer's parameters (called by the attention layers through the sequence-parallel context):
-     * gathered now, released when the use is closed, while this step gathers per layer.
+     * gathered now unless still current from the last public {@code fit}, released when the use is closed, while
+     * this step gathers per layer.
      */
     SequenceParallel.ParameterUse useParameters(INDArray layerParameters) {
         if (!gatherPerLayer) {
             return () -> { };
         }
         long[] r = shards.rangeOf(layerParameters);
-        shards.gather(r[0], r[1]);
-        return () -> shards.release(r[0], r[1]);
+        if (!currentLayers.remove(r[0])) {
+            shards.gather(r[0], r[1]);
+        }
+        return () -> {
+            shards.release(r[0], r[1]);
+            paramsWhole = false;
+        };
     }
 
     /** The flat ranges of the layers (in flat order) that gather their own parameters: attn4j's layers. */
@@ -644,10 +686,17 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Makes every worker's parameter vector whole again (ZeRO stage 3 keeps only its slice current between
-     * steps); a no-op for the other stages. Call it on every worker before using the network outside training.
+     * Makes the parameter vector whole on every worker if it is not; every worker calls it.
+     *
+     * @deprecated not needed: every public {@code fit} returns with the network whole, so this does nothing
      */
+    @Deprecated
     public void gatherParameters() {
+        makeWhole();
+    }
+
+    /** Every worker's parameter vector whole and current again (ZeRO stage 3); a no-op when it is. */
+    private void makeWhole() {
         if (paramsWhole) {
             return;
         }
@@ -660,8 +709,8 @@ public final class DistributedTrainer {
      * from stage 1 the gradient is reduce-scattered (ZeRO's partition of the sum lands in this worker's slice of
      * the gradient vector), the slice is updated with the slice's optimizer state, and (stages 1 and 2) the
      * parameter slices are all-gathered: 2 x the parameter bytes per step, the traffic of an all-reduce. From
-     * stage 2 the gradient pages outside the slice are released; stage 3 gathers the parameters before the next
-     * forward pass instead.
+     * stage 2 the gradient pages outside the slice are released; stage 3 gathers the parameters later instead
+     * (at the end of a public {@code fit}, or before the next forward pass of an epoch).
      */
     private void step(int batchSize) {
         INDArray grad = net.gradients().reshape(paramCount);
@@ -705,7 +754,8 @@ public final class DistributedTrainer {
                         + "into " + parts + " equal parts for the " + layout + " layout over "
                         + sequenceMembers.length + " workers");
             }
-            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n, this::useParameters);
+            context = new SequenceShardContext(transport, sequenceMembers, strategy, causalLayout, n,
+                    this::useParameters);
         }
         return context;
     }

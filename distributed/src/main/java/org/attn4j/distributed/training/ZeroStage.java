@@ -19,10 +19,11 @@ public enum ZeroStage {
     /** Stage 2: as stage 1, and between steps a worker keeps only its slice of the gradient resident. */
     GRADIENTS(2),
     /**
-     * Stage 3: as stage 2, and between steps a worker keeps only its slice of the parameters resident. During a
-     * step, attn4j's attention layers gather their parameters when they run and release them afterwards; the other
-     * layers' parameters are gathered at the start of the step (all of them when the network has listeners of
-     * its own), and the whole vector for the trainer's listeners.
+     * Stage 3: as stage 2, and between the steps of an epoch ({@code fit(iterator)}) a worker keeps only its slice
+     * of the parameters resident. During a step, attn4j's attention layers gather their parameters when they run
+     * and release them afterwards; the other layers' parameters are gathered at the start of the step (all of them
+     * when the network has listeners of its own), and the whole vector for the trainer's listeners and at the end
+     * of every public {@code fit}, which returns with the network whole.
      */
     PARAMETERS(3);
 

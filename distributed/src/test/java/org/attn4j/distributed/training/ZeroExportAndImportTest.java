@@ -47,7 +47,6 @@ class ZeroExportAndImportTest {
             for (DataSet b : batches) {
                 trainer.fit(b);
             }
-            trainer.gatherParameters();
             return net.output(features);
         });
 

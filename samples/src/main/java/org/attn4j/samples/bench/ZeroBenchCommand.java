@@ -38,7 +38,8 @@ public final class ZeroBenchCommand implements Callable<Integer> {
     static final String CSV = "bench-zero.csv";
     static final String SECTION = "zero";
     static final String HEADER = "workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,"
-            + "current_parameter_bytes,measured_offheap_bytes,measured_offheap_bytes_w1";
+            + "current_parameter_bytes,measured_offheap_bytes,measured_offheap_bytes_w1,"
+            + "measured_offheap_bytes_after_fit";
     /** Each worker's Java heap: small, fixed and pre-touched, so the off-heap reading subtracts it exactly. */
     static final String HEAP = "512m";
     /**
@@ -83,30 +84,36 @@ public final class ZeroBenchCommand implements Callable<Integer> {
 
     /**
      * One worker count and stage. The counts are the largest worker's (slices differ by at most one element); the
-     * measured bytes are the median worker's, with the largest beside them (the median is not moved by one
-     * worker whose JVM happens to hold more of its own memory when read).
+     * measured bytes (between steps, and after {@code fit} returned) are the median worker's, with the largest
+     * beside them for between steps (the median is not moved by one worker whose JVM happens to hold more of its
+     * own memory when read).
      */
     record Row(int workers, int stage, long params, long stateBytes, long gradientBytes, long paramBytes,
-               long measuredBytes, long largestMeasuredBytes) {
+               long measuredBytes, long largestMeasuredBytes, long afterFitBytes) {
         /** A worker's {@code RESULT} line. */
         static Row parse(String csv) {
             String[] f = csv.strip().split(",");
             long measured = Long.parseLong(f[6]);
             return new Row(Integer.parseInt(f[0]), Integer.parseInt(f[1]), Long.parseLong(f[2]),
-                    Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), measured, measured);
+                    Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), measured, measured,
+                    Long.parseLong(f[7]));
         }
 
         /** The row of a run from its workers' rows. */
         static Row of(List<Row> workers) {
             Row first = workers.get(0);
             long[] measured = workers.stream().mapToLong(Row::measuredBytes).sorted().toArray();
-            int n = measured.length;
-            long median = n % 2 == 1 ? measured[n / 2] : (measured[n / 2 - 1] + measured[n / 2]) / 2;
             return new Row(first.workers(), first.stage(), first.params(),
                     workers.stream().mapToLong(Row::stateBytes).max().orElseThrow(),
                     workers.stream().mapToLong(Row::gradientBytes).max().orElseThrow(),
                     workers.stream().mapToLong(Row::paramBytes).max().orElseThrow(),
-                    median, measured[n - 1]);
+                    median(measured), measured[measured.length - 1],
+                    median(workers.stream().mapToLong(Row::afterFitBytes).sorted().toArray()));
+        }
+
+        private static long median(long[] sorted) {
+            int n = sorted.length;
+            return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
         }
     }
 
@@ -141,8 +148,9 @@ public final class ZeroBenchCommand implements Callable<Integer> {
         Files.createDirectories(out);
         StringBuilder csv = new StringBuilder(HEADER).append('\n');
         for (Row r : rows) {
-            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(), r.params(),
-                    r.stateBytes(), r.gradientBytes(), r.paramBytes(), r.measuredBytes(), oneWorker(rows, r)));
+            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(),
+                    r.params(), r.stateBytes(), r.gradientBytes(), r.paramBytes(), r.measuredBytes(),
+                    oneWorker(rows, r), r.afterFitBytes()));
         }
         Files.writeString(out.resolve(CSV), csv, StandardCharsets.UTF_8);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
@@ -192,21 +200,26 @@ public final class ZeroBenchCommand implements Callable<Integer> {
         StringBuilder b = new StringBuilder(MarkdownSection.opening("ZeRO: memory per worker", command,
                 MachineInfo.current(), String.format(Locale.ROOT, "A GPT-like model (width %d, %d blocks, float32, "
                 + "Adam, %d parameters: %.0f MB of parameters, as much gradient and twice that of Adam state) "
-                + "trains for %d steps on batches of %d x %d tokens in W worker processes over Aeron, with "
-                + "sequence-parallel ring attention. *Off-heap at rest* is read on every worker after the last step, "
-                + "once all are done: the least of six readings a second apart, each after a garbage collection, "
+                + "trains one epoch (`fit(iterator)`) of %d steps on batches of %d x %d tokens in W worker processes "
+                + "over Aeron, with sequence-parallel ring attention. *Off-heap at rest* is read on every worker "
+                + "between steps (after the last step, when the epoch asks its data for more), once all are there, "
+                + "and again after `fit` has returned with the network whole (every public `fit` gathers the "
+                + "parameters at its end, so stage 3 keeps only its slice between the steps of an epoch): each the "
+                + "least of six readings a second apart, each after a garbage collection, "
                 + "of the process's resident anonymous memory (`RssAnon`) minus its Java heap, which is fixed and "
                 + "pre-touched; ND4J keeps its arrays there, where no ND4J or JavaCPP counter sees them. The workers "
                 + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES=%s`) "
                 + "so allocator slack does not blur the reading. *Kept by design* is the trainer's own count of the "
                 + "optimizer state, gradient and parameter bytes it keeps between steps.", s.width(), s.blocks(), p,
                 p * 4 / mb, s.steps(), s.batch(), s.length(), GLIBC_TUNABLES)));
-        b.append("| W | stage | off-heap at rest: median worker (largest) | same stage, W = 1 | kept by design: "
-                + "state / gradient / parameters |\n|---:|---:|---:|---:|---:|\n");
+        b.append("| W | stage | off-heap at rest between steps: median worker (largest) | same stage, W = 1 | "
+                + "after fit returned: median worker | kept by design: state / gradient / parameters |\n"
+                + "|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB (%.0f) | %.0f MB | %.0f / %.0f / %.0f MB |%n",
-                    r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
-                    oneWorker(rows, r) / mb, r.stateBytes() / mb, r.gradientBytes() / mb, r.paramBytes() / mb));
+            b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB (%.0f) | %.0f MB | %.0f MB | %.0f / %.0f / %.0f "
+                    + "MB |%n", r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
+                    oneWorker(rows, r) / mb, r.afterFitBytes() / mb, r.stateBytes() / mb, r.gradientBytes() / mb,
+                    r.paramBytes() / mb));
         }
         return b.toString();
     }

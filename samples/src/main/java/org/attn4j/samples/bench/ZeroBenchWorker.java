@@ -1,5 +1,6 @@
 package org.attn4j.samples.bench;
 
+import java.util.Collections;
 import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
@@ -9,6 +10,7 @@ import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.samples.metrics.OffHeapMemory;
 import org.attn4j.samples.train.GptModel;
+import org.deeplearning4j.datasets.iterator.ExistingDataSetIterator;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -17,10 +19,12 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH}.
- * Trains the GPT-like model {@code STEPS} Adam steps sequence-parallel (ring attention over every worker) at ZeRO
- * stage {@code STAGE}, then prints {@code RESULT workers,stage,params,optimizer_state_bytes,gradient_bytes,
- * current_parameter_bytes,measured_offheap_bytes}: the trainer's own counts of what it keeps by design, and the
- * off-heap bytes this process holds after the last step, once every worker is done ({@link OffHeapMemory#atRest}).
+ * Trains the GPT-like model one epoch of {@code STEPS} Adam steps ({@code fit(iterator)}) sequence-parallel (ring
+ * attention over every worker) at ZeRO stage {@code STAGE}, then prints {@code RESULT workers,stage,params,
+ * optimizer_state_bytes,gradient_bytes,current_parameter_bytes,measured_offheap_bytes,measured_after_fit_bytes}:
+ * the trainer's own counts of what it keeps by design, and the off-heap bytes this process holds
+ * ({@link OffHeapMemory#atRest}) between the steps (after the last step, before the epoch ends) and after
+ * {@code fit} has returned with the network whole, each read once every worker is there.
  */
 public final class ZeroBenchWorker {
 
@@ -45,19 +49,42 @@ public final class ZeroBenchWorker {
             MultiLayerNetwork net = model.build();
             DistributedTrainer trainer = DistributedTrainer.builder(net, t)
                     .strategy(ParallelStrategy.sequence("ring", w).withZero(stage)).build();
-            for (int i = 0; i < steps; i++) {
-                trainer.fit(data);
-            }
-            // Read once every worker is done: a faster peer's next transfer would land in this worker's memory.
-            Communicator.world(t).barrier();
-            long measured = OffHeapMemory.atRest(6);
+            Communicator world = Communicator.world(t);
+            long[] betweenSteps = {-1};
+            // The epoch asks its data source for more between its steps: there the trainer holds what it keeps
+            // between steps, and after the last step it is asked once more, before the epoch ends.
+            trainer.fit(new ExistingDataSetIterator(Collections.nCopies(steps, data)) {
+                @Override
+                public boolean hasNext() {
+                    boolean more = super.hasNext();
+                    if (!more && betweenSteps[0] < 0) {
+                        betweenSteps[0] = readAtRest(world);
+                    }
+                    return more;
+                }
+            });
+            long afterFit = readAtRest(world);
             if (!Double.isFinite(trainer.score())) {
                 throw new IllegalStateException("loss is " + trainer.score());
             }
-            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
+            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
                     net.numParams(), trainer.optimizerStateBytes(), trainer.gradientBytes(),
-                    trainer.currentParameterBytes(), measured);
+                    trainer.currentParameterBytes(), betweenSteps[0], afterFit);
             System.out.flush();
+        }
+    }
+
+    /**
+     * The off-heap bytes at rest, read once every worker is there: a faster peer's next transfer would land in
+     * this worker's memory.
+     */
+    private static long readAtRest(Communicator world) {
+        world.barrier();
+        try {
+            return OffHeapMemory.atRest(6);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("bench zero: interrupted while reading memory", e);
         }
     }
 

@@ -248,9 +248,6 @@ public final class TrainCommand implements Callable<Integer> {
             }
             double seconds = (System.nanoTime() - start) / 1e9;
             PeakMemory.Reading peak = memory.stop();
-            if (trainer != null) {
-                trainer.gatherParameters();
-            }
             if (leader) {
                 progress.finish();
                 double accuracy = accuracy(net, t, seqLen);
