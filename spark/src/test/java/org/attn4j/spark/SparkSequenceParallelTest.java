@@ -136,9 +136,14 @@ class SparkSequenceParallelTest {
             assertTrue(rel <= 1e-6, strategy + " step " + i + ": " + Arrays.toString(r.losses()) + " vs "
                     + Arrays.toString(expected));
         }
-        assertTrue(expected[STEPS - 1] < expected[0], "the run learns: " + Arrays.toString(expected));
         MultiLayerNetwork reference = new MultiLayerNetwork(gpt(seed));
         reference.init();
+        // The run learns: on its last batch, at least 0.5 % below the untrained network (far above float64 rounding;
+        // 2 to 4 % measured at six seeds). Its first and last losses are on different batches: their order says
+        // nothing about learning.
+        double untrained = reference.score(whole(STEPS - 1));
+        assertTrue(expected[STEPS - 1] < 0.995 * untrained, "the run did not learn: last batch's loss "
+                + expected[STEPS - 1] + ", untrained " + untrained + "; " + Arrays.toString(expected));
         for (int i = 0; i < STEPS; i++) {
             reference.fit(whole(i));
         }

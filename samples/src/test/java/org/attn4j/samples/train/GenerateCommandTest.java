@@ -35,8 +35,10 @@ class GenerateCommandTest {
                 "--length", "24", "--temperature", "0");
         assertEquals(0, gen.exitCode(), gen.err());
         String out = gen.out().strip();
-        assertTrue(out.startsWith("the cat sat on the"), out);
-        assertTrue(out.contains("mat"), "greedy continuation should reproduce the corpus: " + out);
+        // After 150 steps the corpus byte is at least 9 times as likely as any other at each of these 13 steps (seeds
+        // 1 to 5, either OpenBLAS kernel; at 80 steps seed 1 still wrote "mathe cat"), far beyond what rounding moves.
+        assertTrue(out.startsWith("the cat sat on the mat. the cat"),
+                "the greedy continuation should reproduce the corpus: " + out);
         // 18 + 24 bytes pass the 32 positions: the cache is reserved for 32 steps, allocated once, then again for
         // the second prompt; what it reports allocated is read from the layers' buffers.
         Matcher m = Pattern.compile("cache (\\d+) bytes per token per layer, (\\d+) attention layers, ([0-9.]+) MB "
