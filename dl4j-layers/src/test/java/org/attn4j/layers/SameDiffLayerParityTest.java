@@ -211,7 +211,8 @@ class SameDiffLayerParityTest {
         loaded.fit(data);
         sd.fit(data);
         assertEquals(loss(sd, data), loss(loaded, data), 1e-6,
-                "one more step took the loaded model elsewhere than the original: its updater state did not come along");
+                "one more step took the loaded model elsewhere than the original: its updater state did not come "
+                        + "along");
     }
 
     /**
