@@ -48,6 +48,8 @@ public final class Attn4jCli implements Runnable {
     /** Exit code when the ranks of a job could not meet, or another rank failed (one line on stderr). */
     public static final int EXIT_JOB_FAILED = 3;
 
+    private static final String DL4J_CRASH_DUMPS = "org.deeplearning4j.crash.reporting.enabled";
+
     /**
      * Runs the CLI and exits with its exit code.
      *
@@ -56,6 +58,11 @@ public final class Attn4jCli implements Runnable {
     public static void main(String[] args) {
         // The bench draws its chart with AWT; there is no display on the machines this runs on.
         System.setProperty("java.awt.headless", "true");
+        // DL4J answers an OutOfMemoryError in fit() with a dump file in the working directory and three log lines;
+        // the CLI says it in one line instead (unless the user asks for the dump).
+        if (System.getProperty(DL4J_CRASH_DUMPS) == null) {
+            System.setProperty(DL4J_CRASH_DUMPS, "false");
+        }
         MemoryLimit.liftDefault();
         if (ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
             System.err.println("attn4j: note: this JVM runs without the Vector API module, so the attention kernel "
@@ -74,6 +81,7 @@ public final class Attn4jCli implements Runnable {
         cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setParameterExceptionHandler(new OneLineUsageError());
         cl.setExecutionExceptionHandler(new OneLineUserError());
+        cl.setExecutionStrategy(new ErrorsToHandler(new CommandLine.RunLast()));
         // launch --workers 2 bench transport --sizes ...: everything from the first positional on is the
         // workers' command, options included, with or without a "--" before it.
         cl.getSubcommands().get("launch").setStopAtPositional(true);
@@ -97,7 +105,7 @@ public final class Attn4jCli implements Runnable {
     }
 
     private static String oneLine(String message) {
-        return message == null ? "" : message.strip().replaceAll("\\s*\\R\\s*", "; ");
+        return OutOfMemory.oneLine(message);
     }
 
     /** Syntax errors: one line with a pointer to --help instead of picocli's full usage text. */
@@ -124,15 +132,16 @@ public final class Attn4jCli implements Runnable {
                 err.flush();
                 return EXIT_BAD_INPUT;
             }
+            String outOfMemory = OutOfMemory.in(ex);
+            if (outOfMemory != null) {
+                // JavaCPP's bound on resident memory (MemoryLimit) or the Java heap: a resource limit, not a bug.
+                err.println(commandName(cl) + ": out of memory: " + outOfMemory + " (raise the bound with "
+                        + "--memory-limit where the command has it, or -D" + MemoryLimit.PROPERTY + "=SIZE; or use a "
+                        + "smaller batch or sequence length)");
+                err.flush();
+                return EXIT_JOB_FAILED;
+            }
             for (Throwable t = ex; t != null; t = t.getCause()) {
-                if (t instanceof OutOfMemoryError) {
-                    // JavaCPP's bound on resident memory (MemoryLimit) or the Java heap: a resource limit, not a bug.
-                    err.println(commandName(cl) + ": out of memory: " + oneLine(t.getMessage()) + " (raise the bound "
-                            + "with --memory-limit where the command has it, or -D" + MemoryLimit.PROPERTY
-                            + "=SIZE; or use a smaller batch or sequence length)");
-                    err.flush();
-                    return EXIT_JOB_FAILED;
-                }
                 if (t instanceof RendezvousException || t instanceof TransportException) {
                     err.println(commandName(cl) + ": " + oneLine(t.getMessage()));
                     err.flush();
@@ -143,6 +152,26 @@ public final class Attn4jCli implements Runnable {
             ex.printStackTrace(err);
             err.flush();
             return EXIT_INTERNAL;
+        }
+    }
+
+    /**
+     * Runs the command and hands an {@link OutOfMemoryError} to {@link OneLineUserError} too: picocli passes a
+     * command's exceptions to the handler but lets errors through to {@code main}, and DL4J's {@code fit} rethrows
+     * JavaCPP's error as it is (a stack trace and exit code 1 otherwise).
+     */
+    private record ErrorsToHandler(CommandLine.IExecutionStrategy inner) implements CommandLine.IExecutionStrategy {
+        @Override
+        public int execute(ParseResult parseResult) {
+            try {
+                return inner.execute(parseResult);
+            } catch (OutOfMemoryError e) {
+                ParseResult last = parseResult;
+                while (last.hasSubcommand()) {
+                    last = last.subcommand();
+                }
+                throw new CommandLine.ExecutionException(last.commandSpec().commandLine(), "out of memory", e);
+            }
         }
     }
 

@@ -116,6 +116,28 @@ public record GptGraph(int vocab, int maxLength, int width, int heads, int kvHea
                 .build();
     }
 
+    /**
+     * The network's parameter count, from the sizes alone (without building it, so before ND4J loads): the embedding
+     * and positional tables, per block two norms, the attention's projections and the 4d MLP, the final norm and
+     * the output layer.
+     */
+    public long parameterCount() {
+        long d = width;
+        long headSize = d / heads;
+        long q = heads * headSize;
+        long kv = kvHeads * headSize;
+        long attentionParams = switch (attention) {
+            // Wq, Wk, Wv and their biases, Wo and bo (FlashAttentionParamInitializer)
+            case FLASH -> (d + 1) * (q + 2 * kv) + q * d + d;
+            // the same and a gain per query feature; the decay is fixed (LinearAttentionParamInitializer)
+            case LINEAR -> (d + 1) * (q + 2 * kv) + q + q * d + d;
+            // DL4J's SelfAttentionLayer with projectInput: Wq, Wk, Wv [heads, d, d / heads], Wo, no biases
+            case STOCK -> 3 * d * q + q * d;
+        };
+        long block = 2 * 2 * d + attentionParams + (d * 4 * d + 4 * d) + (4 * d * d + d);
+        return vocab * d + (long) maxLength * d + layers * block + 2 * d + d * vocab + vocab;
+    }
+
     /** A new, initialised network. */
     public ComputationGraph build() {
         ComputationGraph net = new ComputationGraph(configuration());

@@ -34,19 +34,13 @@ import org.attn4j.samples.Options;
 import org.attn4j.samples.Sizes;
 import org.attn4j.samples.UserInputException;
 import org.attn4j.samples.metrics.PeakMemory;
+import org.bytedeco.javacpp.Pointer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
-import org.deeplearning4j.util.ModelSerializer;
-import org.knowm.xchart.BitmapEncoder;
-import org.knowm.xchart.XYChart;
-import org.knowm.xchart.XYChartBuilder;
-import org.knowm.xchart.XYSeries;
-import org.knowm.xchart.style.markers.SeriesMarkers;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.shade.jackson.databind.ObjectMapper;
-import org.nd4j.shade.jackson.databind.SerializationFeature;
+import org.nd4j.shade.jackson.databind.node.JsonNodeFactory;
 import org.nd4j.shade.jackson.databind.node.ObjectNode;
 
 import picocli.CommandLine.Command;
@@ -57,8 +51,11 @@ import picocli.CommandLine.Spec;
 /**
  * {@code attn4j train}: trains the GPT-like {@link GptGraph} on a long-context task or a text file, on one process
  * or sequence-parallel over {@code --workers} processes, and reports how it went. Every optimisation step prints
- * {@code step <n> loss <value>} (full precision; rank 0 only); a progress line shows speed and time left; at the end
- * {@code OUT/loss.png}, {@code OUT/summary.json} and the model ({@code OUT/model.zip}, for {@code attn4j generate}).
+ * {@code step <n> loss <value>} (full precision; rank 0 only); a progress line shows speed and time left. Before the
+ * first step {@code OUT/summary.json} (status "running") and the model ({@code OUT/model.zip}, for {@code attn4j
+ * generate}) exist; the model is saved again every {@code --checkpoint-every} steps and at the end, with
+ * {@code OUT/loss.png}; the summary ends "completed", or "failed: ..." / "stopped: ..." with the steps done and the
+ * step the model holds ({@link TrainingRecord}).
  */
 @Command(name = "train", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Train a GPT-like model on a long-context task (passkey retrieval, associative recall) or",
@@ -67,6 +64,8 @@ public final class TrainCommand implements Callable<Integer> {
 
     /** The run name in the checkpoints of attn4j train. */
     static final String RUN = "attn4j-train";
+    /** Sequences the accuracy at the end is measured on. */
+    static final int EVAL_SEQUENCES = 64;
 
     @Option(names = "--task", paramLabel = "NAME", defaultValue = "passkey",
             description = "Synthetic task: passkey or recall (default: ${DEFAULT-VALUE}); ignored with --text.")
@@ -146,7 +145,8 @@ public final class TrainCommand implements Callable<Integer> {
     Path checkpointDir;
 
     @Option(names = "--checkpoint-every", paramLabel = "STEPS", defaultValue = "100",
-            description = "Steps between checkpoints (default: ${DEFAULT-VALUE}).")
+            description = "Steps between checkpoints: OUT/model.zip, and with --checkpoint-dir the sharded ones "
+                    + "(default: ${DEFAULT-VALUE}).")
     int checkpointEvery;
 
     @Option(names = "--resume", description = "Continue from the newest complete checkpoint in --checkpoint-dir.")
@@ -154,12 +154,14 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Option(names = "--memory-limit", paramLabel = "SIZE",
             description = "Resident memory above which ND4J's unreachable arrays are collected before more are "
-                    + "allocated, e.g. 2g (default: 1 GiB plus 32 bytes per model parameter and 256 bytes per token "
-                    + "of a batch and layer).")
+                    + "allocated, and past which the run fails, e.g. 2g (default: the Java heap + 256 MiB + 24 bytes "
+                    + "per parameter + per token of a batch 224 bytes per layer and feature and 144 per vocabulary "
+                    + "entry, at most 90 % of the machine's memory).")
     String memoryLimit;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/train",
-            description = "Where the loss curve, summary and model go (default: ${DEFAULT-VALUE}).")
+            description = "Where the summary, the model and the loss curve go; made before the first step "
+                    + "(default: ${DEFAULT-VALUE}).")
     Path out;
 
     @Spec
@@ -177,7 +179,6 @@ public final class TrainCommand implements Callable<Integer> {
             throw new UserInputException("--d-model must be a multiple of --heads and --heads of --kv-heads, got "
                     + dModel + ", " + heads + " and " + kvHeads);
         }
-        limitMemory();
         GptGraph.Attention kind = attentionKind();
         TrainingTask t = task();
         // The name is checked even for one worker: a typo should not pass silently until --workers 2.
@@ -190,6 +191,7 @@ public final class TrainCommand implements Callable<Integer> {
         GptGraph model = new GptGraph(t.vocab(), seqLen, dModel, heads, kvHeads, layers, kind, DataType.FLOAT, lr,
                 seed);
         checkSizes(parallel);
+        limitMemory(model);
         if (workers > 1 && job.isEmpty()) {
             if (resume) {
                 Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
@@ -199,29 +201,36 @@ public final class TrainCommand implements Callable<Integer> {
                     throw new UserInputException("--resume: " + e.getMessage(), e);
                 }
             }
-            return launchWorkers();
+            return launchWorkers(t, model);
         }
-        return train(t, model, parallel);
+        return train(t, model, parallel, job.isEmpty() || job.get().rank() == 0);
     }
 
-    private Integer train(TrainingTask t, GptGraph model, ParallelStrategy parallel) throws Exception {
-        Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
-        // ND4J frees off-heap buffers when the JVM collects their arrays; with a large heap that can be rare, so
-        // let its memory manager ask for a collection every second.
-        Nd4j.getMemoryManager().togglePeriodicGc(true);
-        Nd4j.getMemoryManager().setAutoGcWindow(1000);
-        ComputationGraph net = model.build();
-        PrintWriter log = spec.commandLine().getOut();
-        AeronTransport transport = parallel == null ? null : AeronTransport.fromEnvironment();
+    private Integer train(TrainingTask t, GptGraph model, ParallelStrategy parallel, boolean leader)
+            throws Exception {
+        // Before ND4J allocates anything: a run that cannot even build its model still leaves a summary saying so.
+        TrainingRecord record = leader ? new TrainingRecord(out, settings(t, model)) : null;
+        List<Double> losses = new ArrayList<>();
+        int done = 0;
+        int first = 0;
+        Progress progress = new Progress(steps, leader);
+        AeronTransport transport = null;
         try {
-            boolean leader = transport == null || transport.rank() == 0;
+            Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+            // ND4J frees off-heap buffers when the JVM collects their arrays; with a large heap that can be rare, so
+            // let its memory manager ask for a collection every second.
+            Nd4j.getMemoryManager().togglePeriodicGc(true);
+            Nd4j.getMemoryManager().setAutoGcWindow(1000);
+            ComputationGraph net = model.build();
+            PrintWriter log = spec.commandLine().getOut();
+            transport = parallel == null ? null : AeronTransport.fromEnvironment();
             DistributedTrainer trainer = transport == null ? null : trainer(net, transport, parallel);
-            int first = trainer == null ? 0 : Math.max(0, trainer.resumedFromStep());
+            first = trainer == null ? 0 : Math.max(0, trainer.resumedFromStep());
+            done = first;
+            checkpoint(record, net, first);
             Random data = new Random(seed);
-            List<Double> losses = new ArrayList<>();
             PeakMemory.collectGarbage();
             PeakMemory memory = PeakMemory.start();
-            Progress progress = new Progress(steps, leader);
             long start = System.nanoTime();
             long documentTokens = 0;
             for (int step = 0; step < steps; step++) {
@@ -240,21 +249,49 @@ public final class TrainCommand implements Callable<Integer> {
                     loss = perToken(trainer.fit(b), b);
                 }
                 losses.add(loss);
+                done = step + 1;
+                if (record != null) {
+                    record.stepDone(done, results(losses));
+                }
                 if (leader) {
                     log.println("step " + step + " loss " + loss);
                     log.flush();
-                    progress.update(step + 1, loss, (long) batch * seqLen, System.nanoTime() - start);
+                    progress.update(done, loss, (long) batch * seqLen, System.nanoTime() - start);
+                }
+                if (done % checkpointEvery == 0 && done < steps) {
+                    checkpoint(record, net, done);
                 }
             }
             double seconds = (System.nanoTime() - start) / 1e9;
-            PeakMemory.Reading peak = memory.stop();
+            progress.finish();
+            // The model first: whatever fails after it (the curve, the accuracy's passes) leaves the trained model.
+            checkpoint(record, net, steps);
             if (leader) {
-                progress.finish();
-                double accuracy = accuracy(net, t, seqLen);
-                report(t, model, net, losses, accuracy, seconds, (long) (steps - first) * batch * seqLen,
-                        documentTokens, peak);
+                record.lossCurve("attn4j train: " + t.name(), curveName(model), first, losses);
+                double accuracy = accuracy(net, t, seqLen, batch);
+                PeakMemory.Reading peak = memory.stop();
+                ObjectNode results = results(losses).put("accuracy", accuracy)
+                        .put("tokens_per_second", (double) (steps - first) * batch * seqLen / seconds)
+                        .put("document_tokens_per_second", documentTokens / seconds).put("seconds", seconds)
+                        .put("peak_bytes", peak.peakBytes());
+                record.completed(steps, results);
+                report(t, losses, accuracy, results, peak);
             }
             return 0;
+        } catch (Exception | Error e) {
+            progress.finish();                        // the error's line goes on a line of its own
+            if (record != null) {
+                record.failed(e);
+                if (!losses.isEmpty()) {
+                    try {
+                        record.lossCurve("attn4j train: " + t.name() + " (failed after " + done + " steps)",
+                                curveName(model), first, losses);
+                    } catch (IOException | RuntimeException | Error curve) {
+                        e.addSuppressed(curve);
+                    }
+                }
+            }
+            throw e;
         } finally {
             if (transport != null) {
                 transport.close();
@@ -263,17 +300,88 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * Bounds the resident memory ({@link MemoryLimit}): with {@code --memory-limit}, or by default 1 GiB plus what
-     * the model and a batch need; past it, with nothing left to collect, JavaCPP fails with an OutOfMemoryError
-     * naming the figures.
+     * The model after {@code step} steps into the run's record (rank 0; {@code record} is null on the other workers).
+     * Every public {@code fit} of the trainer leaves the network whole, at every ZeRO stage.
      */
-    private void limitMemory() {
+    private static void checkpoint(TrainingRecord record, ComputationGraph net, int step) throws IOException {
+        if (record != null) {
+            record.checkpoint(net, step);
+        }
+    }
+
+    /** What the summary says about the run's settings, from the start. */
+    private ObjectNode settings(TrainingTask t, GptGraph model) {
+        ObjectNode s = JsonNodeFactory.instance.objectNode();
+        s.put("task", t.name()).put("vocab", t.vocab()).put("seq_len", seqLen).put("attention", model.attention()
+                .cliName()).put("d_model", dModel).put("heads", heads).put("kv_heads", kvHeads).put("layers", layers)
+                .put("batch", batch).put("workers", workers).put("strategy", workers > 1 ? strategy : "none")
+                .put("zero", zero).put("steps", steps).put("checkpoint_every", checkpointEvery)
+                .put("memory_limit_bytes", Pointer.maxPhysicalBytes()).put("text", text == null ? null
+                        : text.toString());
+        return s;
+    }
+
+    /** The first and the last loss, null before the first step. */
+    private static ObjectNode results(List<Double> losses) {
+        ObjectNode r = JsonNodeFactory.instance.objectNode();
+        if (losses.isEmpty()) {
+            r.putNull("first_loss").putNull("final_loss");
+        } else {
+            r.put("first_loss", losses.get(0)).put("final_loss", losses.get(losses.size() - 1));
+        }
+        return r;
+    }
+
+    private String curveName(GptGraph model) {
+        return model.attention().cliName() + (workers > 1 ? ", " + workers + " workers " + strategy : "");
+    }
+
+    /**
+     * Bounds the resident memory ({@link MemoryLimit}): with {@code --memory-limit}, or by default what the model
+     * and a batch need ({@link #defaultMemoryLimit}); past it, with nothing left to collect, JavaCPP fails with an
+     * OutOfMemoryError naming the figures.
+     */
+    private void limitMemory(GptGraph model) {
         if (memoryLimit != null) {
             MemoryLimit.set(Sizes.parse("--memory-limit", memoryLimit), true);
-            return;
+        } else {
+            MemoryLimit.set(defaultMemoryLimit(model, batch, workers), false);
         }
-        long params = 12L * layers * dModel * dModel + 2L * 256 * dModel + (long) seqLen * dModel;
-        MemoryLimit.set((1L << 30) + 32 * params + 256L * batch * seqLen * layers, false);
+    }
+
+    /**
+     * The default bound on the resident memory of one worker training {@code model} on batches of {@code batch}
+     * sequences: the Java heap's maximum, 256 MiB for the JVM and ND4J's native code, 24 bytes per parameter, and
+     * per token of the worker's share of a batch 224 bytes per layer and model feature plus 144 bytes per vocabulary
+     * entry; at most 90 % of the machine's memory, so that a run too large for it fails with JavaCPP's message (and
+     * a summary) rather than being killed by the kernel.
+     *
+     * <p>Why these figures (docs/training.md, "What attn4j train leaves, and its memory bound"): the smallest bound
+     * six runs of five settings completed with (vocabulary 256, 4 layers, widths 128 to 512, 512 to 16384 tokens a
+     * batch, 0.9 to 15 M parameters) was 181 to 5591 MiB. Less a base of 125 MiB, 16 bytes per parameter (the
+     * parameters, their gradients, Adam's two moments) and 95 bytes per token and vocabulary entry (the output
+     * layer's logits, softmax, labels, gradient and their 2-d copies; the runs did not vary the vocabulary), it grows
+     * with tokens x layers x width: 120 to 152 bytes per unit, the most in the largest run, the activations DL4J
+     * keeps for the backward pass and their gradients (some 30 to 38 floats per feature: the block's norms, q, k, v,
+     * the attention output, the 4d MLP and its GELU, the residuals, TimeDistributed's copies). The default is 1.5 to
+     * 3.4 times each run's need; the heap is counted whole because a user's -Xmx can raise it past the 256 MiB the
+     * runs had.
+     */
+    static long defaultMemoryLimit(GptGraph model, int batch, int workers) {
+        long tokens = (long) batch * ((model.maxLength() + workers - 1) / workers);
+        long bytes = Runtime.getRuntime().maxMemory() + (256L << 20) + 24 * model.parameterCount()
+                + 224 * tokens * model.layers() * model.width() + 144 * tokens * model.vocab();
+        long machine = physicalMemory();
+        return machine > 0 ? Math.min(bytes, machine / 10 * 9) : bytes;
+    }
+
+    /** This machine's (or container's) memory in bytes, or -1 where the JVM cannot tell. */
+    private static long physicalMemory() {
+        if (java.lang.management.ManagementFactory.getOperatingSystemMXBean()
+                instanceof com.sun.management.OperatingSystemMXBean os) {
+            return os.getTotalMemorySize();
+        }
+        return -1;
     }
 
     /**
@@ -300,18 +408,33 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** Fraction of scored next-token predictions the model gets right on a fresh batch of 64 sequences. */
-    static double accuracy(ComputationGraph net, TrainingTask t, int length) {
-        DataSet eval = t.batch(new Random(-1), 64, length, DataType.FLOAT);
-        INDArray probabilities;
-        try (PackedSequences.Scope p = PackedSequences.enter(Packing.of(eval))) {
-            probabilities = net.outputSingle(eval.getFeatures());
+    /**
+     * Fraction of scored next-token predictions the model gets right on {@value #EVAL_SEQUENCES} fresh sequences,
+     * drawn and passed {@code chunk} at a time: with the training batch as the chunk the evaluation needs no more
+     * memory than a step (64 sequences at once needed 32 times a step's output at --batch 2).
+     */
+    static double accuracy(ComputationGraph net, TrainingTask t, int length, int chunk) {
+        Random rnd = new Random(-1);
+        double right = 0;
+        double scored = 0;
+        for (int from = 0; from < EVAL_SEQUENCES; from += chunk) {
+            DataSet eval = t.batch(rnd, Math.min(chunk, EVAL_SEQUENCES - from), length, DataType.FLOAT);
+            INDArray probabilities;
+            try (PackedSequences.Scope p = PackedSequences.enter(Packing.of(eval))) {
+                probabilities = net.outputSingle(eval.getFeatures());
+            }
+            INDArray predicted = probabilities.argMax(1);
+            INDArray truth = eval.getLabels().argMax(1);
+            INDArray mask = eval.getLabelsMaskArray();
+            right += predicted.eq(truth).castTo(DataType.FLOAT).mul(mask).sumNumber().doubleValue();
+            scored += mask.sumNumber().doubleValue();
+            for (INDArray a : new INDArray[] {probabilities, eval.getLabels(), eval.getFeatures()}) {
+                if (a.closeable()) {
+                    a.close();
+                }
+            }
         }
-        INDArray predicted = probabilities.argMax(1);
-        INDArray truth = eval.getLabels().argMax(1);
-        INDArray mask = eval.getLabelsMaskArray();
-        double right = predicted.eq(truth).castTo(DataType.FLOAT).mul(mask).sumNumber().doubleValue();
-        return right / mask.sumNumber().doubleValue();
+        return right / scored;
     }
 
     /** The positions of a batch that hold text (not padding): all of them without documents. */
@@ -329,78 +452,33 @@ public final class TrainCommand implements Callable<Integer> {
         return real;
     }
 
-    private void report(TrainingTask t, GptGraph model, ComputationGraph net, List<Double> losses, double accuracy,
-                        double seconds, long tokens, long documentTokens, PeakMemory.Reading peak)
-            throws IOException {
-        Files.createDirectories(out);
-        XYChart chart = new XYChartBuilder().width(900).height(500).title("attn4j train: " + t.name())
-                .xAxisTitle("step").yAxisTitle("loss per scored token (cross-entropy, nats)").build();
-        List<Double> x = new ArrayList<>();
-        for (int i = 0; i < losses.size(); i++) {
-            x.add((double) (steps - losses.size() + i));
-        }
-        int window = Math.max(1, losses.size() / 40);
-        String name = model.attention().cliName() + (workers > 1 ? ", " + workers + " workers " + strategy : "");
-        XYSeries raw = chart.addSeries(name + ", each step", x, losses);
-        raw.setMarker(SeriesMarkers.NONE);
-        raw.setLineColor(new java.awt.Color(0x1f, 0x77, 0xb4, 70));
-        raw.setLineWidth(1f);
-        XYSeries mean = chart.addSeries(name + ", mean of " + window + " steps", x, movingAverage(losses, window));
-        mean.setMarker(SeriesMarkers.NONE);
-        mean.setLineColor(new java.awt.Color(0x1f, 0x77, 0xb4));
-        mean.setLineWidth(2.5f);
-        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE);
-        chart.getStyler().setXAxisDecimalPattern("#");
-        chart.getStyler().setXAxisTickMarkSpacingHint(120);
-        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNE);
-        BitmapEncoder.saveBitmap(chart, out.resolve("loss").toString(), BitmapEncoder.BitmapFormat.PNG);
-        ModelSerializer.writeModel(net, out.resolve("model.zip").toFile(), false);
-        ObjectNode s = new ObjectMapper().createObjectNode();
-        s.put("task", t.name()).put("vocab", t.vocab()).put("seq_len", seqLen).put("attention", model.attention()
-                .cliName()).put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
-                .put("steps", steps).put("first_loss", losses.isEmpty() ? Double.NaN : losses.get(0))
-                .put("final_loss", losses.isEmpty() ? Double.NaN : losses.get(losses.size() - 1))
-                .put("accuracy", accuracy).put("tokens_per_second", tokens / seconds)
-                .put("document_tokens_per_second", documentTokens / seconds).put("seconds", seconds)
-                .put("peak_bytes", peak.peakBytes()).put("text", text == null ? null : text.toString());
-        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.resolve("summary.json").toFile(),
-                s);
+    private void report(TrainingTask t, List<Double> losses, double accuracy, ObjectNode results,
+                        PeakMemory.Reading peak) {
         PrintWriter log = spec.commandLine().getOut();
         log.printf(Locale.ROOT, "done: %s, %d steps, loss %.4f -> %.4f, accuracy %.1f%% on the scored tokens, "
                         + "%.0f tokens/s (%.0f of them text, not padding), %.1f s, peak memory %.0f MB; wrote %s, %s, "
-                        + "%s%n", t.name(), losses.size(),
-                losses.isEmpty() ? Double.NaN : losses.get(0), losses.isEmpty() ? Double.NaN
-                        : losses.get(losses.size() - 1), 100 * accuracy, tokens / seconds, documentTokens / seconds,
-                seconds,
-                peak.peakBytes() / 1e6, out.resolve("loss.png"), out.resolve("summary.json"),
-                out.resolve("model.zip"));
+                        + "%s%n", t.name(), losses.size(), losses.isEmpty() ? Double.NaN : losses.get(0),
+                losses.isEmpty() ? Double.NaN : losses.get(losses.size() - 1), 100 * accuracy,
+                results.get("tokens_per_second").asDouble(), results.get("document_tokens_per_second").asDouble(),
+                results.get("seconds").asDouble(), peak.peakBytes() / 1e6, out.resolve(TrainingRecord.CURVE),
+                out.resolve(TrainingRecord.SUMMARY), out.resolve(TrainingRecord.MODEL));
         log.flush();
     }
 
-    private Integer launchWorkers() throws IOException, InterruptedException {
+    private Integer launchWorkers(TrainingTask t, GptGraph model) throws IOException, InterruptedException {
         PrintWriter o = spec.commandLine().getOut();
         PrintWriter e = spec.commandLine().getErr();
+        Files.createDirectories(out);
         List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());  // "train ..."
         LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("256m")
                 .stopGrace(Duration.ofSeconds(30)).output(stripRank(o), stripRank(e)).build().run();
         if (!r.succeeded()) {
-            throw new UserInputException("train on " + workers + " workers failed: " + r);
+            String failure = "train on " + workers + " workers failed: " + r;
+            // Rank 0 says how the run ended unless it was stopped first; then this process says it.
+            TrainingRecord.failedIfUnfinished(out, settings(t, model), failure);
+            throw new UserInputException(failure);
         }
         return 0;
-    }
-
-    /** The mean of the last {@code window} values at each point (fewer at the start). */
-    static List<Double> movingAverage(List<Double> values, int window) {
-        List<Double> out = new ArrayList<>();
-        double sum = 0;
-        for (int i = 0; i < values.size(); i++) {
-            sum += values.get(i);
-            if (i >= window) {
-                sum -= values.get(i - window);
-            }
-            out.add(sum / Math.min(i + 1, window));
-        }
-        return out;
     }
 
     /** Worker lines without the launcher's "[rank r] " prefix (only rank 0 prints the step lines). */
@@ -563,7 +641,8 @@ public final class TrainCommand implements Callable<Integer> {
         }
 
         void finish() {
-            if (show) {
+            if (show && lastPrint != 0) {
+                lastPrint = 0;
                 spec.commandLine().getErr().println();
                 spec.commandLine().getErr().flush();
             }
