@@ -156,7 +156,7 @@ public final class TrainCommand implements Callable<Integer> {
             description = "Resident memory above which ND4J's unreachable arrays are collected before more are "
                     + "allocated, and past which the run fails, e.g. 2g (default: the Java heap + 256 MiB + 24 bytes "
                     + "per parameter + per token of a batch 224 bytes per layer and feature and 144 per vocabulary "
-                    + "entry, at most 90 % of the machine's memory).")
+                    + "entry, at most 90%% of the machine's memory).")
     String memoryLimit;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/train",
@@ -410,8 +410,9 @@ public final class TrainCommand implements Callable<Integer> {
 
     /**
      * Fraction of scored next-token predictions the model gets right on {@value #EVAL_SEQUENCES} fresh sequences,
-     * drawn and passed {@code chunk} at a time: with the training batch as the chunk the evaluation needs no more
-     * memory than a step (64 sequences at once needed 32 times a step's output at --batch 2).
+     * drawn and passed {@code chunk} at a time. With the training batch as the chunk the evaluation fits in what
+     * the steps need (measured: docs/training.md); all 64 at once took 32 steps' worth of arrays at --batch 2 and
+     * failed a run that had trained all its steps.
      */
     static double accuracy(ComputationGraph net, TrainingTask t, int length, int chunk) {
         Random rnd = new Random(-1);
