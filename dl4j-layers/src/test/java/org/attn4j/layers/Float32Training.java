@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Arrays;
 
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
 
 /**
  * Training checks whose verdict holds for any correct float32 arithmetic (any BLAS kernel, any host): a float32
@@ -47,6 +48,19 @@ final class Float32Training {
                     + " vs float64 " + float64[s] + " (relative " + rel + ", allowed " + tolerance(roundings, s)
                     + ")\n  float32 " + Arrays.toString(float32) + "\n  float64 " + Arrays.toString(float64));
         }
+    }
+
+    /**
+     * Asserts that the last loss of {@code curve}, DL4J's score (summed over the {@code n} steps of a sequence,
+     * averaged over the batch) of one-hot {@code data}, is below {@code n} times {@link #lossWithoutOtherSteps}: the
+     * network learned what needs other steps.
+     */
+    static void assertLearnsBeyondOwnStep(double[] curve, DataSet data, int n, String what) {
+        double floor = n * lossWithoutOtherSteps(data.getFeatures().argMax(1), data.getLabels().argMax(1));
+        int last = curve.length - 1;
+        assertTrue(curve[last] < floor, "after " + last + " steps the float64 loss " + curve[last]
+                + " is not below " + floor + ", the least loss without looking at other steps: "
+                + Arrays.toString(curve) + ", " + what);
     }
 
     /**
