@@ -28,7 +28,9 @@ import org.slf4j.LoggerFactory;
  * Starts P worker JVMs on this machine and watches them: the way to run a distributed job on one host.
  *
  * <p>Each worker runs {@code mainClass args} with this JVM's {@code java} and class path, the module flags the
- * project needs ({@link #JVM_FLAGS}), {@code -Xmx} of {@link Builder#heap}, and the environment of this process
+ * project needs ({@link #JVM_FLAGS}), {@code -Xmx} of {@link Builder#heap}, the builder's {@link Builder#jvmArgs},
+ * then the flags in the environment variable {@value #WORKER_JAVA_OPTS} (split at white space; later flags win, so
+ * they override the builder's), and the environment of this process
  * plus the {@link WorkerEnvironment} variables: its rank, the world size, peers {@code 127.0.0.1:port} on free
  * UDP ports, and a fresh random job token; {@code OMP_NUM_THREADS} and {@code OPENBLAS_NUM_THREADS} are 1 (the
  * workers share the cores). Every line a worker prints is passed on with a {@code [rank r] } prefix.
@@ -45,6 +47,11 @@ public final class LocalLauncher {
     public static final List<String> JVM_FLAGS = List.of("--add-modules", "jdk.incubator.vector",
             "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
             "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED");
+    /**
+     * Environment variable with extra JVM flags for every worker, after the builder's own: for example
+     * {@code -XX:TieredStopAtLevel=1}, which starts short-lived workers faster (the test suite sets it).
+     */
+    public static final String WORKER_JAVA_OPTS = "ATTN4J_WORKER_JAVA_OPTS";
     /** The exit code of a launch stopped by its global timeout (as coreutils' {@code timeout}). */
     public static final int EXIT_TIMEOUT = 124;
     /** How long a worker has between SIGTERM and SIGKILL. */
@@ -128,6 +135,7 @@ public final class LocalLauncher {
         cmd.add("-Xmx" + b.heap);
         cmd.addAll(JVM_FLAGS);
         cmd.addAll(b.jvmArgs);
+        cmd.addAll(workerJavaOptions(System.getenv(WORKER_JAVA_OPTS)));
         cmd.add("-cp");
         cmd.add(b.classPath);
         cmd.add(b.mainClass);
@@ -154,6 +162,14 @@ public final class LocalLauncher {
         env.putAll(b.env);
         env.putAll(b.rankEnv.getOrDefault(rank, Map.of()));
         return pb.start();
+    }
+
+    /** The flags of {@value #WORKER_JAVA_OPTS}: none when it is unset or blank. */
+    static List<String> workerJavaOptions(String value) {
+        if (value == null || value.isBlank()) {
+            return List.of();
+        }
+        return List.of(value.strip().split("\\s+"));
     }
 
     /** Copies a worker's stream line by line to {@code sink} with the rank prefix, on a daemon thread. */

@@ -2,7 +2,7 @@ package org.attn4j.distributed.launch;
 
 /**
  * A worker for the launcher tests, without ND4J or a transport: {@code hello} prints its environment,
- * {@code fail R CODE} makes rank R exit with CODE at once while the others sleep, {@code sleep} sleeps.
+ * {@code flags} prints its JVM's flags (one line, joined by a space), {@code fail R CODE} makes rank R exit with CODE at once while the others sleep, {@code sleep} sleeps.
  */
 public final class LauncherProbe {
 
@@ -20,6 +20,8 @@ public final class LauncherProbe {
                         args.length)));
                 System.err.println("note from " + env.rank());
             }
+            case "flags" -> System.out.println("flags " + String.join(" ",
+                    java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()));
             case "fail" -> {
                 if (env.rank() == Integer.parseInt(args[1])) {
                     System.err.println("rank " + env.rank() + " giving up");

@@ -41,6 +41,19 @@ class LocalLauncherTest {
     }
 
     @Test
+    void workersGetTheBuildersFlagsAndThenThoseOfTheEnvironmentVariable() throws Exception {
+        assertEquals(List.of(), LocalLauncher.workerJavaOptions(null));
+        assertEquals(List.of(), LocalLauncher.workerJavaOptions("  "));
+        assertEquals(List.of("-Xss2m", "-Da=b"), LocalLauncher.workerJavaOptions(" -Xss2m \t -Da=b\n"));
+        LaunchResult r = probe(1, "flags").jvmArgs(List.of("-Dattn4j.probe=1")).build().run();
+        assertEquals(0, r.exitCode(), r + " " + err);
+        List<String> expected = new java.util.ArrayList<>(List.of("-Dattn4j.probe=1"));
+        expected.addAll(LocalLauncher.workerJavaOptions(System.getenv(LocalLauncher.WORKER_JAVA_OPTS)));
+        assertTrue(out.size() == 1 && out.get(0).endsWith(String.join(" ", expected)),
+                "the worker's flags end with " + expected + ": " + out);
+    }
+
+    @Test
     void stopsTheOthersAndReturnsTheFirstFailure() throws Exception {
         LaunchResult r = probe(3, "fail", "1", "3").stopGrace(Duration.ofMillis(200)).build().run();
         assertEquals(3, r.exitCode(), r.toString());

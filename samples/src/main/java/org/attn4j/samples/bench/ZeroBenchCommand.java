@@ -66,6 +66,10 @@ public final class ZeroBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}).")
     int steps;
 
+    @Option(names = "--readings", paramLabel = "R", defaultValue = "6",
+            description = "Memory readings per point, a second apart; the least counts (default: ${DEFAULT-VALUE}).")
+    int readings;
+
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "runs/bench",
             description = "Directory for the CSV and benchmarks.md (default: ${DEFAULT-VALUE}; --out docs "
                     + "regenerates the repository's pages).")
@@ -75,10 +79,11 @@ public final class ZeroBenchCommand implements Callable<Integer> {
     CommandSpec spec;
 
     /** The settings of one measurement. */
-    record Setup(int width, int blocks, int steps, int batch, int length) {
+    record Setup(int width, int blocks, int steps, int batch, int length, int readings) {
         List<String> args(ZeroStage stage) {
             return List.of(Integer.toString(stage.stage()), Integer.toString(steps), Integer.toString(width),
-                    Integer.toString(blocks), Integer.toString(batch), Integer.toString(length));
+                    Integer.toString(blocks), Integer.toString(batch), Integer.toString(length),
+                    Integer.toString(readings));
         }
     }
 
@@ -129,11 +134,12 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                 ws.add(w);
             }
         }
-        if (width < 8 || width % 8 != 0 || blocks < 1 || steps < 1) {
-            throw new UserInputException("--width must be a positive multiple of 8 (the model's 8 heads), --blocks "
-                    + "and --steps at least 1; got " + width + ", " + blocks + ", " + steps);
+        if (width < 8 || width % 8 != 0 || blocks < 1 || steps < 1 || readings < 1) {
+            throw new UserInputException("--width must be a positive multiple of 8 (the model's 8 heads), --blocks, "
+                    + "--steps and --readings at least 1; got " + width + ", " + blocks + ", " + steps + ", "
+                    + readings);
         }
-        Setup setup = new Setup(width, blocks, steps, 2, 32);
+        Setup setup = new Setup(width, blocks, steps, 2, 32, readings);
         PrintWriter log = spec.commandLine().getOut();
         List<Row> rows = new ArrayList<>();
         for (ZeroStage z : ZeroStage.values()) {
@@ -205,13 +211,13 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                 + "between steps (after the last step, when the epoch asks its data for more), once all are there, "
                 + "and again after `fit` has returned with the network whole (every public `fit` gathers the "
                 + "parameters at its end, so stage 3 keeps only its slice between the steps of an epoch): each the "
-                + "least of six readings a second apart, each after a garbage collection, "
+                + "least of %d readings a second apart, each after a garbage collection, "
                 + "of the process's resident anonymous memory (`RssAnon`) minus its Java heap, which is fixed and "
                 + "pre-touched; ND4J keeps its arrays there, where no ND4J or JavaCPP counter sees them. The workers "
                 + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES=%s`) "
                 + "so allocator slack does not blur the reading. *Kept by design* is the trainer's own count of the "
                 + "optimizer state, gradient and parameter bytes it keeps between steps.", s.width(), s.blocks(), p,
-                p * 4 / mb, s.steps(), s.batch(), s.length(), GLIBC_TUNABLES)));
+                p * 4 / mb, s.steps(), s.batch(), s.length(), s.readings(), GLIBC_TUNABLES)));
         b.append("| W | stage | off-heap at rest between steps: median worker (largest) | same stage, W = 1 | "
                 + "after fit returned: median worker | kept by design: state / gradient / parameters |\n"
                 + "|---:|---:|---:|---:|---:|---:|\n");

@@ -18,7 +18,7 @@ import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH}.
+ * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH READINGS}.
  * Trains the GPT-like model one epoch of {@code STEPS} Adam steps ({@code fit(iterator)}) sequence-parallel (ring
  * attention over every worker) at ZeRO stage {@code STAGE}, then prints {@code RESULT workers,stage,params,
  * optimizer_state_bytes,gradient_bytes,current_parameter_bytes,measured_offheap_bytes,measured_after_fit_bytes}:
@@ -41,6 +41,7 @@ public final class ZeroBenchWorker {
         int blocks = Integer.parseInt(args[3]);
         int batch = Integer.parseInt(args[4]);
         int length = Integer.parseInt(args[5]);
+        int readings = Integer.parseInt(args[6]);
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
         GptModel model = model(width, blocks);
         DataSet data = batch(model, batch, length);
@@ -58,12 +59,12 @@ public final class ZeroBenchWorker {
                 public boolean hasNext() {
                     boolean more = super.hasNext();
                     if (!more && betweenSteps[0] < 0) {
-                        betweenSteps[0] = readAtRest(world);
+                        betweenSteps[0] = readAtRest(world, readings);
                     }
                     return more;
                 }
             });
-            long afterFit = readAtRest(world);
+            long afterFit = readAtRest(world, readings);
             if (!Double.isFinite(trainer.score())) {
                 throw new IllegalStateException("loss is " + trainer.score());
             }
@@ -78,10 +79,10 @@ public final class ZeroBenchWorker {
      * The off-heap bytes at rest, read once every worker is there: a faster peer's next transfer would land in
      * this worker's memory.
      */
-    private static long readAtRest(Communicator world) {
+    private static long readAtRest(Communicator world, int readings) {
         world.barrier();
         try {
-            return OffHeapMemory.atRest(6);
+            return OffHeapMemory.atRest(readings);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("bench zero: interrupted while reading memory", e);
