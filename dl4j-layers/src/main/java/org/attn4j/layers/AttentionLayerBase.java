@@ -21,6 +21,10 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
     /** Per-head size; 0 means {@code nOut / nHeads}. */
     private int headSize;
     private boolean causal;
+    /** Whether the q, k and v projections add a bias (true unless set; older JSON has none and means true). */
+    private boolean qkvBias = true;
+    /** Whether the output projection adds a bias (true unless set). */
+    private boolean outputBias = true;
 
     /**
      * For JSON deserialisation of the concrete class only.
@@ -45,6 +49,8 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         this.nKvHeads = b.nKvHeads == 0 ? b.nHeads : b.nKvHeads;
         this.headSize = b.headSize;
         this.causal = b.causal;
+        this.qkvBias = b.qkvBias;
+        this.outputBias = b.outputBias;
     }
 
     /**
@@ -114,6 +120,26 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         this.causal = causal;
     }
 
+    /** Whether the q, k and v projections add a bias ({@code bq, bk, bv}). */
+    public boolean isQkvBias() {
+        return qkvBias;
+    }
+
+    /** Sets whether the q, k and v projections add a bias (for JSON). */
+    public void setQkvBias(boolean qkvBias) {
+        this.qkvBias = qkvBias;
+    }
+
+    /** Whether the output projection adds a bias ({@code bo}). */
+    public boolean isOutputBias() {
+        return outputBias;
+    }
+
+    /** Sets whether the output projection adds a bias (for JSON). */
+    public void setOutputBias(boolean outputBias) {
+        this.outputBias = outputBias;
+    }
+
     /**
      * Equal when the DL4J settings and the shared attention settings are equal and each side's
      * {@link #canEqual} accepts the other; a concrete class adds its own settings.
@@ -127,7 +153,8 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
             return false;
         }
         return other.canEqual(this) && super.equals(o) && nHeads == other.nHeads && nKvHeads == other.nKvHeads
-                && headSize == other.headSize && causal == other.causal;
+                && headSize == other.headSize && causal == other.causal && qkvBias == other.qkvBias
+                && outputBias == other.outputBias;
     }
 
     /** Whether {@code other} may equal this; a concrete class narrows it to its own type. */
@@ -139,7 +166,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal);
+        return Objects.hash(super.hashCode(), nHeads, nKvHeads, headSize, causal, qkvBias, outputBias);
     }
 
     /** The attention settings, for logs and messages. */
@@ -147,7 +174,7 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
     public String toString() {
         return type + "(name=" + layerName + ", nIn=" + nIn + ", nOut=" + nOut + ", nHeads=" + nHeads
                 + ", nKvHeads=" + nKvHeads + ", headSize=" + effectiveHeadSize() + ", causal=" + causal
-                + ownSettings() + ", rnnDataFormat=" + getRnnDataFormat() + ")";
+                + (qkvBias ? "" : ", qkvBias=false") + (outputBias ? "" : ", outputBias=false") + ownSettings() + ", rnnDataFormat=" + getRnnDataFormat() + ")";
     }
 
     /** The concrete class's settings for {@link #toString()}, each as {@code ", name=value"}. */
@@ -155,7 +182,8 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
 
     /**
      * The setters the attention layer builders share. Defaults: nHeads 1, nKvHeads = nHeads, headSize =
-     * nOut / nHeads, not causal, the input type's format or NCW, identity activation; a concrete builder may
+     * nOut / nHeads, not causal, biases on every projection, the input type's format or NCW, identity activation;
+     * a concrete builder may
      * change them in its constructor.
      *
      * @param <T> the concrete builder, returned by every setter
@@ -169,6 +197,10 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         protected int headSize;
         /** Causal attention. */
         protected boolean causal;
+        /** Biases on the q, k and v projections. */
+        protected boolean qkvBias = true;
+        /** Bias on the output projection. */
+        protected boolean outputBias = true;
 
         /** Number of query heads ({@code > 0}). */
         public T nHeads(int nHeads) {
@@ -185,6 +217,21 @@ public abstract class AttentionLayerBase extends RecurrentFeedForwardLayer {
         /** Per-head size ({@code > 0}); default {@code nOut / nHeads}. */
         public T headSize(int headSize) {
             this.headSize = headSize;
+            return self();
+        }
+
+        /**
+         * Whether the q, k and v projections add a bias (default true; Llama and Mistral have none, Qwen2 has
+         * them).
+         */
+        public T qkvBias(boolean qkvBias) {
+            this.qkvBias = qkvBias;
+            return self();
+        }
+
+        /** Whether the output projection adds a bias (default true; Llama, Mistral and Qwen2 have none). */
+        public T outputBias(boolean outputBias) {
+            this.outputBias = outputBias;
             return self();
         }
 

@@ -46,18 +46,28 @@ public abstract class AttentionParamInitializer<L extends AttentionLayerBase> ex
         super(layerClass, WEIGHT_KEYS, BIAS_KEYS);
     }
 
-    /** The input projections' shapes {@code Wq, bq, Wk, bk, Wv, bv}, in a map to which the caller adds. */
+    /**
+     * The input projections' shapes {@code Wq, bq, Wk, bk, Wv, bv} (the biases only with
+     * {@link AttentionLayerBase#isQkvBias()}), in a map to which the caller adds.
+     */
     static Map<String, long[]> inputProjectionShapes(AttentionLayerBase l) {
         long nIn = l.getNIn();
         long q = (long) l.getNHeads() * l.effectiveHeadSize();
         long kv = (long) l.getNKvHeads() * l.effectiveHeadSize();
+        boolean bias = l.isQkvBias();
         Map<String, long[]> s = new LinkedHashMap<>();
         s.put(WQ, new long[] {nIn, q});
-        s.put(BQ, new long[] {1, q});
+        if (bias) {
+            s.put(BQ, new long[] {1, q});
+        }
         s.put(WK, new long[] {nIn, kv});
-        s.put(BK, new long[] {1, kv});
+        if (bias) {
+            s.put(BK, new long[] {1, kv});
+        }
         s.put(WV, new long[] {nIn, kv});
-        s.put(BV, new long[] {1, kv});
+        if (bias) {
+            s.put(BV, new long[] {1, kv});
+        }
         return s;
     }
 

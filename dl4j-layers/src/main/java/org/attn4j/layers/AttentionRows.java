@@ -86,16 +86,19 @@ final class AttentionRows {
 
     /** {@code in w + bias} for rows {@code in}. */
     static INDArray affine(INDArray in, INDArray w, INDArray bias) {
-        return in.mmul(w).addiRowVector(bias);
+        INDArray out = in.mmul(w);
+        return bias == null ? out : out.addiRowVector(bias);
     }
 
     /**
      * Backprop of {@code out = in w + bias}: writes dL/dw into {@code dW} and dL/dbias into {@code dBias}
-     * (gradient views), returns dL/din.
+     * (gradient views; null for a projection without bias), returns dL/din.
      */
     static INDArray backpropAffine(INDArray in, INDArray dOut, INDArray w, INDArray dW, INDArray dBias) {
         Nd4j.gemm(in, dOut, dW, true, false, 1.0, 0.0);
-        dBias.assign(dOut.sum(true, 0));
+        if (dBias != null) {
+            dBias.assign(dOut.sum(true, 0));
+        }
         return dOut.mmul(w.transpose());
     }
 

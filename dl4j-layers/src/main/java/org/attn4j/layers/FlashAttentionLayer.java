@@ -3,6 +3,7 @@ package org.attn4j.layers;
 import java.util.Objects;
 
 import org.attn4j.ops.flash.FlashAttention;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.api.ParamInitializer;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
@@ -23,6 +24,10 @@ import org.nd4j.linalg.api.buffer.DataType;
  * {@code Wk [nIn, Hkv*hs]}, {@code bk}, {@code Wv [nIn, Hkv*hs]}, {@code bv}, {@code Wo [H*hs, nOut]},
  * {@code bo}.
  *
+ * <p>With {@link Builder#rope} set, q and k are rotated ({@link RotaryEmbedding}) at their global positions before
+ * attention: on one device {@code 0 .. N-1}, on a sequence-parallel worker its shard's positions, while decoding the
+ * positions after the cache, and with packed documents either the packed positions or each document's own.
+ *
  * <p>Serialises to JSON through DL4J's mechanism (class name as type id, bean properties).
  */
 public class FlashAttentionLayer extends AttentionLayerBase {
@@ -33,6 +38,10 @@ public class FlashAttentionLayer extends AttentionLayerBase {
     private int slidingWindow;
     /** Score scale; null means {@code 1 / sqrt(headSize)}. */
     private Double scale;
+    /** Rotary position embedding of q and k, or null for none. */
+    private RotaryEmbedding rope;
+    /** With packed documents, whether RoPE's positions restart at 0 at each document (else they run on). */
+    private boolean ropeRestartsPerDocument;
 
     /** For JSON deserialisation only; use {@link Builder}. */
     private FlashAttentionLayer() {
@@ -43,6 +52,8 @@ public class FlashAttentionLayer extends AttentionLayerBase {
         super(NAME, b);
         this.slidingWindow = b.slidingWindow;
         this.scale = b.scale;
+        this.rope = b.rope;
+        this.ropeRestartsPerDocument = b.ropeRestartsPerDocument;
         initializeConstraints(b);
         validate(false);
     }
@@ -60,6 +71,13 @@ public class FlashAttentionLayer extends AttentionLayerBase {
                 who + ": slidingWindow must be >= 0 (0 = none), got " + slidingWindow);
         AttentionSettings.require(scale == null || (scale > 0 && Double.isFinite(scale)),
                 who + ": scale must be finite and > 0, got " + scale);
+        if (rope != null && (complete || getHeadSize() > 0 || getNOut() > 0)) {
+            try {
+                rope.rotaryDims(effectiveHeadSize());
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(who + ": " + e.getMessage(), e);
+            }
+        }
     }
 
     /** The score scale in use: {@code scale} if set, else {@code 1 / sqrt(effectiveHeadSize())}. */
@@ -111,11 +129,32 @@ public class FlashAttentionLayer extends AttentionLayerBase {
         this.scale = scale;
     }
 
+    /** The rotary position embedding of q and k, or null for none. */
+    public RotaryEmbedding getRope() {
+        return rope;
+    }
+
+    /** Sets the rotary position embedding, null for none (for JSON). */
+    public void setRope(RotaryEmbedding rope) {
+        this.rope = rope;
+    }
+
+    /** With packed documents: whether RoPE's positions restart at 0 at each document rather than run on. */
+    public boolean isRopeRestartsPerDocument() {
+        return ropeRestartsPerDocument;
+    }
+
+    /** Sets whether RoPE's positions restart at each packed document (for JSON). */
+    public void setRopeRestartsPerDocument(boolean restarts) {
+        this.ropeRestartsPerDocument = restarts;
+    }
+
     /** Equal when the DL4J settings and every attention setting are equal. */
     @Override
     public boolean equals(Object o) {
         return o instanceof FlashAttentionLayer other && super.equals(o) && slidingWindow == other.slidingWindow
-                && Objects.equals(scale, other.scale);
+                && Objects.equals(scale, other.scale) && Objects.equals(rope, other.rope)
+                && ropeRestartsPerDocument == other.ropeRestartsPerDocument;
     }
 
     /** Only a FlashAttentionLayer may equal this one. */
@@ -127,13 +166,14 @@ public class FlashAttentionLayer extends AttentionLayerBase {
     /** Consistent with {@link #equals}. */
     @Override
     public int hashCode() {
-        return Objects.hash(super.hashCode(), slidingWindow, scale);
+        return Objects.hash(super.hashCode(), slidingWindow, scale, rope, ropeRestartsPerDocument);
     }
 
     /** {@code slidingWindow} and {@code scale}. */
     @Override
     protected String ownSettings() {
-        return ", slidingWindow=" + slidingWindow + ", scale=" + (scale == null ? "default" : scale);
+        return ", slidingWindow=" + slidingWindow + ", scale=" + (scale == null ? "default" : scale)
+                + (rope == null ? "" : ", rope=" + rope + (ropeRestartsPerDocument ? " restarting per document" : ""));
     }
 
     /**
@@ -146,6 +186,8 @@ public class FlashAttentionLayer extends AttentionLayerBase {
     public static class Builder extends AttentionLayerBase.Builder<Builder> {
         private int slidingWindow;
         private Double scale;
+        private RotaryEmbedding rope;
+        private boolean ropeRestartsPerDocument;
 
         /** A builder with the defaults above. */
         public Builder() {
@@ -160,6 +202,25 @@ public class FlashAttentionLayer extends AttentionLayerBase {
         /** Score scale ({@code > 0}); default {@code 1 / sqrt(headSize)}. */
         public Builder scale(double scale) {
             this.scale = scale;
+            return this;
+        }
+
+        /**
+         * Rotary position embedding of q and k at their global positions (null, the default: none); see
+         * {@link RotaryEmbedding}.
+         */
+        public Builder rope(RotaryEmbedding rope) {
+            this.rope = rope;
+            return this;
+        }
+
+        /**
+         * With packed documents ({@link PackedSequences}): RoPE's positions restart at 0 at each document (as
+         * Hugging Face's padding-free packing passes them) rather than run on through the packed sequence (the
+         * default).
+         */
+        public Builder ropeRestartsPerDocument(boolean restarts) {
+            this.ropeRestartsPerDocument = restarts;
             return this;
         }
 

@@ -19,6 +19,7 @@ import org.attn4j.ops.flash.AttentionMask;
 import org.attn4j.ops.flash.AttentionOutput;
 import org.attn4j.ops.flash.FlashAttention;
 import org.attn4j.ops.flash.LocalAttention;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.exception.DL4JInvalidInputException;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
@@ -43,7 +44,8 @@ public class FlashAttentionLayerImpl
 
     /** What backprop needs from the training forward: the input and mask it saw (by identity), the rest detached. */
     record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray x, INDArray q, INDArray k,
-                 INDArray v, AttentionPass<?> attention, INDArray merged, INDArray z) implements SavedForward {
+                 INDArray v, RotaryEmbedding.Table rope, AttentionPass<?> attention, INDArray merged, INDArray z)
+            implements SavedForward {
     }
 
     /**
@@ -63,7 +65,13 @@ public class FlashAttentionLayerImpl
         INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
         INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
         AttentionGradients g = f.attention().backward(f.q(), f.k(), f.v(), dO, c.effectiveScale());
-        return backpropInputProjections(f.x(), AttentionRows.fromHeads(g.dq()), AttentionRows.fromHeads(g.dk()),
+        INDArray dq = g.dq();
+        INDArray dk = g.dk();
+        if (f.rope() != null) {                  // q and k were rotated: their gradients turn back
+            dq = c.getRope().rotateBack(dq, f.rope());
+            dk = c.getRope().rotateBack(dk, f.rope());
+        }
+        return backpropInputProjections(f.x(), AttentionRows.fromHeads(dq), AttentionRows.fromHeads(dk),
                 AttentionRows.fromHeads(g.dv()), workspaceMgr);
     }
 
@@ -288,12 +296,60 @@ public class FlashAttentionLayerImpl
         INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
         INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
         INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
+        RotaryEmbedding.Table rope = ropeTable(c, b, n);
+        if (rope != null) {
+            q = c.getRope().rotate(q, rope);
+            k = c.getRope().rotate(k, rope);
+        }
         AttentionPass<?> a = stepping() ? cachedStep(q, k, v)
                 : AttentionPass.forward(SequenceParallel.softmax(c.layerType() + " " + layerId(), b, n,
                         c.isCausal(), c.getSlidingWindow(), maskCopy), q, k, v, c.effectiveScale());
         INDArray merged = AttentionRows.fromHeads(a.output());
         INDArray z = project(merged, WO, BO, training, workspaceMgr);
         INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
-        return new Saved(input, maskArray, rowMask, x, q, k, v, a, merged, z);
+        return new Saved(input, maskArray, rowMask, x, q, k, v, rope, a, merged, z);
+    }
+
+    /**
+     * RoPE's cos and sin at the global positions of this pass's steps, or null without RoPE: {@code 0 .. N-1} on one
+     * device, the shard's positions on a sequence-parallel worker, the steps after the cache in {@code rnnTimeStep},
+     * and with packed documents restarting per document, each step's offset in its document. The sequence length
+     * that dynamic scaling reads is the global one: N, the steps seen so far while decoding, or the longest
+     * document when positions restart.
+     */
+    private RotaryEmbedding.Table ropeTable(FlashAttentionLayer c, long batch, long n) {
+        RotaryEmbedding rope = c.getRope();
+        if (rope == null) {
+            return null;
+        }
+        String name = c.layerType() + " " + layerId();
+        SequenceParallel.Context group = SequenceParallel.current();
+        int headSize = c.effectiveHeadSize();
+        if (stepping()) {
+            if (group != null) {
+                return rope.table(headSize, new int[][] {group.positions()}, group.length());
+            }
+            int next = keptInt(NEXT, 0);
+            int[] positions = new int[Math.toIntExact(n)];
+            Arrays.setAll(positions, t -> next + t);
+            return rope.table(headSize, new int[][] {positions}, next + positions.length);
+        }
+        int[] positions = SequenceParallel.positions(name, n);
+        int length = group == null ? Math.toIntExact(n) : group.length();
+        Documents documents = PackedSequences.forInput(name, batch, length);
+        if (documents == null || !c.isRopeRestartsPerDocument()) {
+            return rope.table(headSize, new int[][] {positions}, length);
+        }
+        int[][] own = new int[Math.toIntExact(batch)][positions.length];
+        int longest = 1;
+        for (int s = 0; s < own.length; s++) {
+            for (int t = 0; t < positions.length; t++) {
+                own[s][t] = positions[t] - documents.start(s, positions[t]);
+            }
+            for (int p = 0; p < length; p++) {
+                longest = Math.max(longest, documents.end(s, p) - documents.start(s, p));
+            }
+        }
+        return rope.table(headSize, own, longest);
     }
 }

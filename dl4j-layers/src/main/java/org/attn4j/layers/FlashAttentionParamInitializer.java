@@ -11,12 +11,11 @@ import org.deeplearning4j.nn.conf.layers.Layer;
  *   Wq [nIn, H*hs] | bq [1, H*hs] | Wk [nIn, Hkv*hs] | bk [1, Hkv*hs] | Wv [nIn, Hkv*hs] | bv [1, Hkv*hs]
  *   | Wo [H*hs, nOut] | bo [1, nOut]
  * </pre>
+ * without the biases the layer switches off ({@code qkvBias}, {@code outputBias}).
  * Weights are 'f'-order views as in DL4J's {@code DefaultParamInitializer}; gradients use the same slicing.
  * The keys are {@link AttentionParamInitializer}'s, e.g. {@code FlashAttentionParamInitializer.WQ}.
  */
 public final class FlashAttentionParamInitializer extends AttentionParamInitializer<FlashAttentionLayer> {
-
-    private static final List<String> KEYS = List.of(WQ, BQ, WK, BK, WV, BV, WO, BO);
 
     private static final FlashAttentionParamInitializer INSTANCE = new FlashAttentionParamInitializer();
 
@@ -37,13 +36,9 @@ public final class FlashAttentionParamInitializer extends AttentionParamInitiali
     Map<String, long[]> shapes(FlashAttentionLayer l) {
         Map<String, long[]> s = inputProjectionShapes(l);
         s.put(WO, new long[] {(long) l.getNHeads() * l.effectiveHeadSize(), l.getNOut()});
-        s.put(BO, new long[] {1, l.getNOut()});
+        if (l.isOutputBias()) {
+            s.put(BO, new long[] {1, l.getNOut()});
+        }
         return s;
-    }
-
-    /** All keys, in flat-vector order (the same for every FlashAttentionLayer). */
-    @Override
-    public List<String> paramKeys(Layer layer) {
-        return KEYS;
     }
 }

@@ -46,7 +46,9 @@ public final class LinearAttentionParamInitializer extends AttentionParamInitial
         Map<String, long[]> s = inputProjectionShapes(l);
         s.put(GAIN, new long[] {1, q});
         s.put(WO, new long[] {q, l.getNOut()});
-        s.put(BO, new long[] {1, l.getNOut()});
+        if (l.isOutputBias()) {
+            s.put(BO, new long[] {1, l.getNOut()});
+        }
         if (l.isLearnDecay()) {
             s.put(THETA, new long[] {1, l.getNHeads()});
         }

@@ -51,7 +51,10 @@ abstract class AttentionLayerSerializationContract<L extends AttentionLayerBase>
         assertEquals(expected.isCausal(), actual.isCausal(), name + ": causal");
     }
 
-    /** The JSON captured before {@link AttentionLayerBase} existed reads back, and is what the layer writes now. */
+    /**
+     * The JSON captured before {@link AttentionLayerBase} existed reads back, and is what the layer writes now but
+     * for the settings added since, at their defaults (biases on, no RoPE).
+     */
     @Test
     void readsAndWritesJsonSavedBeforeTheSharedBaseClass() throws IOException {
         String saved = savedJson();
@@ -63,7 +66,9 @@ abstract class AttentionLayerSerializationContract<L extends AttentionLayerBase>
         for (int i = 0; i < expected.getConfs().size(); i++) {
             assertSameSettings(layer(expected, i), layer(restored, i), "layer " + i);
         }
-        assertEquals(saved, expected.toJson());
+        assertEquals(saved, expected.toJson().replaceAll("(?m)^\\s*\"(qkvBias|outputBias)\" : true,\\R", "")
+                .replaceAll("(?m)^\\s*\"rope\" : null,\\R", "")
+                .replaceAll("(?m)^\\s*\"ropeRestartsPerDocument\" : false,\\R", ""));
     }
 
     private String savedJson() throws IOException {

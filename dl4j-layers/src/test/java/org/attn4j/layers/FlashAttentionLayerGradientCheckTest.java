@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.nn.conf.RNNFormat;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -18,13 +19,23 @@ class FlashAttentionLayerGradientCheckTest
 
     private static final int N_IN = 5;
 
-    /** One layer setting; {@code window} 0 = none. */
+    /** One layer setting; {@code window} 0 = none, {@code rope} null = none. */
     record Case(int minibatch, boolean masked, boolean causal, int nHeads, int nKvHeads, int window,
-                RNNFormat format) implements GradientCase {
+                RNNFormat format, RotaryEmbedding rope, boolean restart) implements GradientCase {
+        Case(int minibatch, boolean masked, boolean causal, int nHeads, int nKvHeads, int window, RNNFormat format) {
+            this(minibatch, masked, causal, nHeads, nKvHeads, window, format, null, false);
+        }
+
+        @Override
+        public boolean documentsStandAlone() {
+            return rope == null || restart;
+        }
+
         @Override
         public String toString() {
             return "mb=" + minibatch + (masked ? " masked" : "") + (causal ? " causal" : " full") + " H=" + nHeads
-                    + " Hkv=" + nKvHeads + (window > 0 ? " window=" + window : "") + " " + format;
+                    + " Hkv=" + nKvHeads + (window > 0 ? " window=" + window : "") + " " + format
+                    + (rope != null ? " " + rope + (restart ? " restarting" : "") : "");
         }
     }
 
@@ -42,6 +53,11 @@ class FlashAttentionLayerGradientCheckTest
         cases.add(new Case(3, true, true, 4, 2, 3, RNNFormat.NCW));
         cases.add(new Case(3, true, true, 4, 2, 0, RNNFormat.NWC));
         cases.add(new Case(2, false, false, 2, 1, 2, RNNFormat.NWC));
+        // RoPE: rotate-half restarting per document; interleaved YaRN (with its factor on cos and sin), masked
+        cases.add(new Case(3, false, true, 2, 1, 0, RNNFormat.NCW, RotaryEmbedding.of(10000), true));
+        cases.add(new Case(3, true, true, 4, 2, 0, RNNFormat.NWC, RotaryEmbedding.builder().theta(100)
+                .layout(RotaryEmbedding.Layout.INTERLEAVED).scaling(RotaryEmbedding.Scaling.YARN, 4)
+                .originalMaxPositions(4).build(), false));
         return cases.stream().map(Arguments::of);
     }
 
@@ -58,7 +74,8 @@ class FlashAttentionLayerGradientCheckTest
     @Override
     FlashAttentionLayer layer(Case c) {
         return LayerTestSupport.attention(N_IN, 2 * c.nHeads(), c.nHeads()).nKvHeads(c.nKvHeads())
-                .causal(c.causal()).slidingWindow(c.window()).dataFormat(c.format()).build();
+                .causal(c.causal()).slidingWindow(c.window()).dataFormat(c.format()).rope(c.rope())
+                .ropeRestartsPerDocument(c.restart()).build();
     }
 
     /** Two attention layers in a row, so the epsilon the upper one passes down is checked too. */
@@ -68,6 +85,24 @@ class FlashAttentionLayerGradientCheckTest
         assertPassesStacked(format, SEED + format.ordinal(),
                 LayerTestSupport.attention(N_IN, 4, 2).nKvHeads(1).causal(true).dataFormat(format).build(),
                 LayerTestSupport.attention(4, 6, 2).slidingWindow(3).dataFormat(format).build());
+    }
+
+    /**
+     * RoPE on heads of 4 of which half rotate, with llama3 scaling, then one with linear scaling and no biases,
+     * stacked so the input gradient through both rotations is checked.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"NCW", "NWC"})
+    void passesGradientCheckWithPartialRotaryAndScaledFrequenciesStacked(RNNFormat format) {
+        RotaryEmbedding llama3 = RotaryEmbedding.builder().theta(50).partialRotaryFactor(0.5)
+                .scaling(RotaryEmbedding.Scaling.LLAMA3, 8).originalMaxPositions(4).llama3(1, 4).build();
+        RotaryEmbedding linear = RotaryEmbedding.builder().theta(1000).scaling(RotaryEmbedding.Scaling.LINEAR, 2)
+                .build();
+        assertPassesStacked(format, SEED + 31 + format.ordinal(),
+                LayerTestSupport.attention(N_IN, 8, 2).nKvHeads(1).causal(true).rope(llama3).dataFormat(format)
+                        .build(),
+                LayerTestSupport.attention(8, 8, 2).causal(true).rope(linear).qkvBias(false).outputBias(false)
+                        .dataFormat(format).build());
     }
 
     @Test

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import java.io.IOException;
 import java.util.stream.Stream;
 
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
@@ -37,6 +38,14 @@ class FlashAttentionLayerSerializationTest extends AttentionLayerSerializationCo
                 Arguments.of("scale", LayerTestSupport.attention(6, 8, 2).scale(0.25)),
                 Arguments.of("headSize", LayerTestSupport.attention(6, 7, 2).headSize(5)),
                 Arguments.of("NWC", LayerTestSupport.attention(6, 8, 2).dataFormat(RNNFormat.NWC)),
+                Arguments.of("no biases", LayerTestSupport.attention(6, 8, 2).qkvBias(false).outputBias(false)),
+                Arguments.of("q/k/v bias only", LayerTestSupport.attention(6, 8, 2).outputBias(false)),
+                Arguments.of("RoPE", LayerTestSupport.attention(6, 8, 2).rope(RotaryEmbedding.of(500000))),
+                Arguments.of("RoPE, every setting", LayerTestSupport.attention(6, 16, 2).ropeRestartsPerDocument(true)
+                        .rope(RotaryEmbedding.builder().theta(1e6).partialRotaryFactor(0.5)
+                                .layout(RotaryEmbedding.Layout.INTERLEAVED).scaling(RotaryEmbedding.Scaling.YARN, 4)
+                                .originalMaxPositions(2048).yarnBetas(16, 2).attentionFactor(1.2).mscale(1.0, 0.5)
+                                .truncate(false).build())),
                 Arguments.of("everything", LayerTestSupport.attention(6, 8, 4).nKvHeads(2).headSize(3).causal(true)
                         .slidingWindow(4).scale(0.5).dataFormat(RNNFormat.NWC).name("attn")));
     }
@@ -60,6 +69,11 @@ class FlashAttentionLayerSerializationTest extends AttentionLayerSerializationCo
     void assertSameOwnSettings(FlashAttentionLayer expected, FlashAttentionLayer actual, String name) {
         assertEquals(expected.getSlidingWindow(), actual.getSlidingWindow(), name + ": slidingWindow");
         assertEquals(expected.getScale(), actual.getScale(), name + ": scale");
+        assertEquals(expected.getRope(), actual.getRope(), name + ": rope");
+        assertEquals(expected.isRopeRestartsPerDocument(), actual.isRopeRestartsPerDocument(), name
+                + ": ropeRestartsPerDocument");
+        assertEquals(expected.isQkvBias(), actual.isQkvBias(), name + ": qkvBias");
+        assertEquals(expected.isOutputBias(), actual.isOutputBias(), name + ": outputBias");
     }
 
     @Test
