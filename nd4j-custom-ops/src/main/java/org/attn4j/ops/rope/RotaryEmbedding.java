@@ -95,6 +95,40 @@ public final class RotaryEmbedding implements Serializable {
     private final Double mscale;
     private final Double mscaleAllDim;
     private final boolean truncate;
+    private final FrequencyPrecision frequencyPrecision;
+
+    /**
+     * The precision the inverse frequencies are held in. Hugging Face transformers keeps them in a buffer of the
+     * model's dtype: a model loaded in bfloat16 (or float16) turns with frequencies rounded to it, even when later
+     * run in float32; to reproduce such a model exactly, hold them likewise.
+     */
+    public enum FrequencyPrecision {
+        /** Exact (float64), the default. */
+        FLOAT64,
+        /** Rounded to bfloat16 (nearest even). */
+        BFLOAT16,
+        /** Rounded to IEEE half precision (nearest even). */
+        FLOAT16;
+
+        /** {@code x} (a positive frequency) as float32 first, as transformers computes it, then held. */
+        double round(double x) {
+            return switch (this) {
+                case FLOAT64 -> x;
+                case BFLOAT16 -> nearestEven((float) x, 7, -126);
+                case FLOAT16 -> nearestEven((float) x, 10, -14);
+            };
+        }
+
+        /** The nearest value with {@code mantissa} bits (ties to even), subnormal below {@code 2^minExponent}. */
+        private static double nearestEven(double x, int mantissa, int minExponent) {
+            if (x == 0 || !Double.isFinite(x)) {
+                return x;
+            }
+            int e = Math.max(Math.getExponent(Math.abs(x)), minExponent);
+            double quantum = Math.scalb(1.0, e - mantissa);
+            return Math.rint(x / quantum) * quantum;
+        }
+    }
 
     @JsonCreator
     private RotaryEmbedding(@JsonProperty("theta") double theta,
@@ -107,7 +141,8 @@ public final class RotaryEmbedding implements Serializable {
                             @JsonProperty("betaFast") double betaFast, @JsonProperty("betaSlow") double betaSlow,
                             @JsonProperty("attentionFactor") Double attentionFactor,
                             @JsonProperty("mscale") Double mscale, @JsonProperty("mscaleAllDim") Double mscaleAllDim,
-                            @JsonProperty("truncate") boolean truncate) {
+                            @JsonProperty("truncate") boolean truncate,
+                            @JsonProperty("frequencyPrecision") FrequencyPrecision frequencyPrecision) {
         this.theta = theta;
         this.partialRotaryFactor = partialRotaryFactor;
         this.layout = layout == null ? Layout.HALF : layout;
@@ -123,13 +158,14 @@ public final class RotaryEmbedding implements Serializable {
         this.mscale = mscale;
         this.mscaleAllDim = mscaleAllDim;
         this.truncate = truncate;
+        this.frequencyPrecision = frequencyPrecision == null ? FrequencyPrecision.FLOAT64 : frequencyPrecision;
         validate();
     }
 
     private RotaryEmbedding(Builder b) {
         this(b.theta, b.partialRotaryFactor, b.layout, b.scaling, b.factor, b.maxPositions, b.originalMaxPositions,
                 b.lowFreqFactor, b.highFreqFactor, b.betaFast, b.betaSlow, b.attentionFactor, b.mscale,
-                b.mscaleAllDim, b.truncate);
+                b.mscaleAllDim, b.truncate, b.frequencyPrecision);
     }
 
     /** A builder: theta 10000, every feature rotating, {@link Layout#HALF}, no scaling. */
@@ -217,6 +253,9 @@ public final class RotaryEmbedding implements Serializable {
             case YARN -> yarn(inv, r);
             default -> {
             }
+        }
+        for (int i = 0; i < pairs; i++) {
+            inv[i] = frequencyPrecision.round(inv[i]);
         }
         return inv;
     }
@@ -477,6 +516,12 @@ public final class RotaryEmbedding implements Serializable {
         return truncate;
     }
 
+    /** The precision the inverse frequencies are held in ({@link FrequencyPrecision}). */
+    @JsonProperty
+    public FrequencyPrecision getFrequencyPrecision() {
+        return frequencyPrecision;
+    }
+
     /** A builder with every setting of this one. */
     public Builder toBuilder() {
         Builder b = new Builder();
@@ -495,6 +540,7 @@ public final class RotaryEmbedding implements Serializable {
         b.mscale = mscale;
         b.mscaleAllDim = mscaleAllDim;
         b.truncate = truncate;
+        b.frequencyPrecision = frequencyPrecision;
         return b;
     }
 
@@ -505,13 +551,15 @@ public final class RotaryEmbedding implements Serializable {
                 && originalMaxPositions == r.originalMaxPositions && lowFreqFactor == r.lowFreqFactor
                 && highFreqFactor == r.highFreqFactor && betaFast == r.betaFast && betaSlow == r.betaSlow
                 && Objects.equals(attentionFactor, r.attentionFactor) && Objects.equals(mscale, r.mscale)
-                && Objects.equals(mscaleAllDim, r.mscaleAllDim) && truncate == r.truncate;
+                && Objects.equals(mscaleAllDim, r.mscaleAllDim) && truncate == r.truncate
+                && frequencyPrecision == r.frequencyPrecision;
     }
 
     @Override
     public int hashCode() {
         return Objects.hash(theta, partialRotaryFactor, layout, scaling, factor, maxPositions, originalMaxPositions,
-                lowFreqFactor, highFreqFactor, betaFast, betaSlow, attentionFactor, mscale, mscaleAllDim, truncate);
+                lowFreqFactor, highFreqFactor, betaFast, betaSlow, attentionFactor, mscale, mscaleAllDim, truncate,
+                frequencyPrecision);
     }
 
     @Override
@@ -523,6 +571,9 @@ public final class RotaryEmbedding implements Serializable {
         s.append(", ").append(layout.name().toLowerCase(Locale.ROOT));
         if (scaling != Scaling.DEFAULT) {
             s.append(", ").append(scaling.hfName()).append(" x").append(factor);
+        }
+        if (frequencyPrecision != FrequencyPrecision.FLOAT64) {
+            s.append(", frequencies in ").append(frequencyPrecision.name().toLowerCase(Locale.ROOT));
         }
         return s.append(')').toString();
     }
@@ -544,6 +595,7 @@ public final class RotaryEmbedding implements Serializable {
         private Double mscale;
         private Double mscaleAllDim;
         private boolean truncate = true;
+        private FrequencyPrecision frequencyPrecision = FrequencyPrecision.FLOAT64;
 
         private Builder() {
         }
@@ -615,6 +667,12 @@ public final class RotaryEmbedding implements Serializable {
         /** {@code truncate} of {@link Scaling#YARN} (default true). */
         public Builder truncate(boolean truncate) {
             this.truncate = truncate;
+            return this;
+        }
+
+        /** The precision of the inverse frequencies (default {@link FrequencyPrecision#FLOAT64}). */
+        public Builder frequencyPrecision(FrequencyPrecision precision) {
+            this.frequencyPrecision = precision;
             return this;
         }
 

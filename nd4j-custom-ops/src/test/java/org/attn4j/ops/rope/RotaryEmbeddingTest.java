@@ -102,6 +102,25 @@ class RotaryEmbeddingTest {
         assertEquals(1.5, rope.toBuilder().attentionFactor(1.5).build().cosSinFactor());
     }
 
+    /** As transformers holds them in a bfloat16 model: float32 rounded to 8 significant bits, ties to even. */
+    @Test
+    void frequenciesHeldInBfloat16AreRoundedAsTransformersHoldsThem() {
+        RotaryEmbedding rope = RotaryEmbedding.builder().theta(1e6)
+                .frequencyPrecision(RotaryEmbedding.FrequencyPrecision.BFLOAT16).build();
+        double[] exact = RotaryEmbedding.of(1e6).inverseFrequencies(16, 10);
+        double[] held = rope.inverseFrequencies(16, 10);
+        for (int i = 0; i < exact.length; i++) {
+            int bits = Float.floatToRawIntBits((float) exact[i]);
+            int lower = bits & 0xffff;
+            int upper = bits >>> 16;
+            if (lower > 0x8000 || (lower == 0x8000 && (upper & 1) == 1)) {
+                upper++;
+            }
+            assertEquals(Float.intBitsToFloat(upper << 16), held[i], 0.0, "pair " + i);
+        }
+        assertTrue(Math.abs(held[1] - exact[1]) > 1e-6, "the rounding is visible: " + held[1] + " " + exact[1]);
+    }
+
     @ParameterizedTest(name = "{0}")
     @EnumSource(RotaryEmbedding.Layout.class)
     void scoresDependOnTheDistanceOnlyAndTheBackwardPassInverts(RotaryEmbedding.Layout layout) {

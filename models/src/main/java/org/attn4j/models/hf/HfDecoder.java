@@ -1,0 +1,325 @@
+package org.attn4j.models.hf;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.LayerNormLayer;
+import org.attn4j.layers.SwiGluLayer;
+import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
+import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
+import org.deeplearning4j.nn.conf.RNNFormat;
+import org.deeplearning4j.nn.conf.graph.ElementWiseVertex;
+import org.deeplearning4j.nn.conf.layers.EmbeddingSequenceLayer;
+import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
+import org.deeplearning4j.nn.graph.ComputationGraph;
+import org.deeplearning4j.nn.weights.WeightInit;
+import org.nd4j.linalg.activations.Activation;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.config.Adam;
+import org.nd4j.linalg.lossfunctions.LossFunctions;
+import org.nd4j.shade.jackson.databind.JsonNode;
+import org.nd4j.shade.jackson.databind.ObjectMapper;
+
+/**
+ * A Llama-family decoder (llama, mistral, qwen2) as a DL4J {@link ComputationGraph} of attn4j layers, built from a
+ * {@link HfConfig}, loaded from and saved to a Hugging Face model directory:
+ * <pre>
+ *   in [B, 1, N] token ids
+ *   embed                    EmbeddingSequenceLayer(vocab -> d)              model.embed_tokens
+ *   block l   norm1_l        RMSNorm                                          model.layers.l.input_layernorm
+ *             attn_l         FlashAttentionLayer(causal, GQA, RoPE)           model.layers.l.self_attn.{q,k,v,o}_proj
+ *             res1_l         x + attn
+ *             norm2_l        RMSNorm                                          model.layers.l.post_attention_layernorm
+ *             mlp_l          SwiGluLayer                                      model.layers.l.mlp.{gate,up,down}_proj
+ *             res2_l         res1 + mlp
+ *   norm                     RMSNorm                                          model.norm
+ *   head                     RnnOutputLayer(d -> vocab, softmax)              lm_head (the embedding when tied)
+ * </pre>
+ * The head's bias (DL4J 1.0.0-M2.1's RnnOutputLayer fails without one) starts and loads at zero; checkpoints of
+ * these model types have none.
+ * Hugging Face's Linear weights are {@code [out, in]}; attn4j's are {@code [in, out]}: loading and saving transpose.
+ * RoPE pairs features as transformers' rotate-half, which checkpoints in this format expect.
+ */
+public final class HfDecoder {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final HfConfig config;
+    private final ComputationGraph graph;
+
+    private HfDecoder(HfConfig config, ComputationGraph graph) {
+        this.config = config;
+        this.graph = graph;
+    }
+
+    /** The configuration. */
+    public HfConfig config() {
+        return config;
+    }
+
+    /** The network. */
+    public ComputationGraph graph() {
+        return graph;
+    }
+
+    /** The graph configuration of {@code c} in {@code type} (FLOAT or DOUBLE), randomly initialised when built. */
+    public static ComputationGraphConfiguration configuration(HfConfig c, DataType type, long seed) {
+        ComputationGraphConfiguration.GraphBuilder g = new NeuralNetConfiguration.Builder()
+                .seed(seed).dataType(type).updater(new Adam(1e-4)).weightInit(WeightInit.NORMAL)
+                .graphBuilder()
+                .addInputs("in")
+                .addLayer("embed", new EmbeddingSequenceLayer.Builder().nIn(c.vocab()).nOut(c.hidden()).hasBias(false)
+                        .outputDataFormat(RNNFormat.NCW).build(), "in");
+        String x = "embed";
+        for (int l = 0; l < c.layers(); l++) {
+            g.addLayer("norm1_" + l, norm(c), x)
+                    .addLayer("attn_" + l, new FlashAttentionLayer.Builder().nIn(c.hidden()).nOut(c.hidden())
+                            .nHeads(c.heads()).nKvHeads(c.kvHeads()).headSize(c.headDim()).causal(true)
+                            .slidingWindow(c.slidingWindow()).rope(c.rope()).qkvBias(c.qkvBias())
+                            .outputBias(c.outputBias()).build(), "norm1_" + l)
+                    .addVertex("res1_" + l, new ElementWiseVertex(ElementWiseVertex.Op.Add), x, "attn_" + l)
+                    .addLayer("norm2_" + l, norm(c), "res1_" + l)
+                    .addLayer("mlp_" + l, new SwiGluLayer.Builder().nIn(c.hidden()).hiddenSize(c.intermediate())
+                            .bias(c.mlpBias()).build(), "norm2_" + l)
+                    .addVertex("res2_" + l, new ElementWiseVertex(ElementWiseVertex.Op.Add), "res1_" + l, "mlp_" + l);
+            x = "res2_" + l;
+        }
+        return g.addLayer("norm", norm(c), x)
+                .addLayer("head", new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
+                        .activation(Activation.SOFTMAX).nIn(c.hidden()).nOut(c.vocab()).biasInit(0)
+                        .dataFormat(RNNFormat.NCW).build(), "norm")
+                .setOutputs("head")
+                .build();
+    }
+
+    private static LayerNormLayer norm(HfConfig c) {
+        return new LayerNormLayer.Builder(c.hidden()).rms(true).eps(c.rmsNormEps()).build();
+    }
+
+    /**
+     * Loads {@code dir} (config.json and model.safetensors, or the shards of model.safetensors.index.json) into a
+     * network of {@code type}, one tensor at a time into the network's parameters.
+     *
+     * @throws IllegalArgumentException one line naming the file and tensor that is missing, unexpected, of another
+     *                                  shape, or damaged; nothing half-loaded is returned
+     */
+    public static HfDecoder load(Path dir, DataType type) throws IOException {
+        HfConfig c = HfConfig.read(dir);
+        Map<String, Safetensors> files = tensorFiles(dir);
+        Map<String, Target> targets = targets(c);
+        Set<String> unexpected = new TreeSet<>(files.keySet());
+        unexpected.removeAll(targets.keySet());
+        unexpected.removeIf(n -> n.endsWith("rotary_emb.inv_freq"));        // old checkpoints store the table
+        if (c.tieWordEmbeddings()) {
+            unexpected.remove("lm_head.weight");                              // some tied checkpoints keep a copy
+        }
+        if (!unexpected.isEmpty()) {
+            throw new IllegalArgumentException(dir + ": unexpected tensors for a " + c.modelType() + " of "
+                    + c.layers() + " layers: " + unexpected + " (" + files.get(unexpected.iterator().next()).file()
+                    .getFileName() + ")");
+        }
+        for (String name : targets.keySet()) {
+            if (!files.containsKey(name)) {
+                throw new IllegalArgumentException(dir + ": tensor " + name + " is missing (config: " + c.modelType()
+                        + ", " + c.layers() + " layers" + (c.tieWordEmbeddings() ? ", tied embeddings" : "") + ")");
+            }
+            Safetensors.Entry e = files.get(name).entries().get(name);
+            long[] expected = targets.get(name).hfShape();
+            if (!Arrays.equals(e.shape(), expected)) {
+                throw new IllegalArgumentException(files.get(name).file() + ": tensor " + name + " has shape "
+                        + Arrays.toString(e.shape()) + ", the config needs " + Arrays.toString(expected));
+            }
+        }
+        ComputationGraph graph = new ComputationGraph(configuration(c, type, 0));
+        graph.init();
+        for (Map.Entry<String, Target> t : targets.entrySet()) {
+            INDArray value = files.get(t.getKey()).read(t.getKey(), type);
+            for (Map.Entry<String, Boolean> param : t.getValue().params().entrySet()) {
+                INDArray p = graph.getParam(param.getKey());
+                p.assign(param.getValue() ? value.transpose() : value.reshape(p.shape()));
+            }
+        }
+        return new HfDecoder(c, graph);
+    }
+
+    /**
+     * Writes this model to {@code dir} in Hugging Face's layout: config.json (the one it was loaded from, its
+     * unread keys kept, {@code dtype} set) and the weights in {@code dtype} ("F32" or "BF16"), in one
+     * model.safetensors or, above {@code shardBytes}, in shards {@code model-0000i-of-0000n.safetensors} with
+     * model.safetensors.index.json. Each file is written whole and then moved into place.
+     */
+    public void save(Path dir, String dtype, long shardBytes) throws IOException {
+        Files.createDirectories(dir);
+        int width = "F32".equals(dtype) ? 4 : 2;
+        List<Map<String, INDArray>> shards = new java.util.ArrayList<>();
+        Map<String, INDArray> current = new LinkedHashMap<>();
+        long bytes = 0;
+        for (Map.Entry<String, Target> t : targets(config).entrySet()) {
+            Map.Entry<String, Boolean> first = t.getValue().params().entrySet().iterator().next();
+            INDArray p = graph.getParam(first.getKey());
+            INDArray value = first.getValue() ? p.transpose().dup('c') : p.dup('c').reshape(t.getValue().hfShape());
+            long size = value.length() * width;
+            if (!current.isEmpty() && bytes + size > shardBytes) {
+                shards.add(current);
+                current = new LinkedHashMap<>();
+                bytes = 0;
+            }
+            current.put(t.getKey(), value);
+            bytes += size;
+        }
+        shards.add(current);
+        Map<String, String> format = Map.of("format", "pt");
+        if (shards.size() == 1) {
+            Safetensors.write(dir.resolve("model.safetensors"), shards.get(0), dtype, format);
+            Files.deleteIfExists(dir.resolve("model.safetensors.index.json"));
+        } else {
+            var index = JSON.createObjectNode();
+            index.putObject("metadata").put("total_size", totalBytes(shards, width));
+            var map = index.putObject("weight_map");
+            for (int i = 0; i < shards.size(); i++) {
+                String name = String.format(java.util.Locale.ROOT, "model-%05d-of-%05d.safetensors", i + 1,
+                        shards.size());
+                Safetensors.write(dir.resolve(name), shards.get(i), dtype, format);
+                for (String tensor : shards.get(i).keySet()) {
+                    map.put(tensor, name);
+                }
+            }
+            writeAtomically(dir.resolve("model.safetensors.index.json"), JSON.writerWithDefaultPrettyPrinter()
+                    .writeValueAsString(index));
+            Files.deleteIfExists(dir.resolve("model.safetensors"));
+        }
+        var json = config.json().deepCopy();
+        json.put("dtype", "F32".equals(dtype) ? "float32" : "bfloat16");
+        writeAtomically(dir.resolve("config.json"), JSON.writerWithDefaultPrettyPrinter().writeValueAsString(json));
+    }
+
+    private static long totalBytes(List<Map<String, INDArray>> shards, int width) {
+        long total = 0;
+        for (Map<String, INDArray> s : shards) {
+            for (INDArray a : s.values()) {
+                total += a.length() * width;
+            }
+        }
+        return total;
+    }
+
+    private static void writeAtomically(Path file, String text) throws IOException {
+        Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+        Files.writeString(tmp, text);
+        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    }
+
+    /** Where an HF tensor goes: its shape in the checkpoint, and the graph's parameters, each transposed or not. */
+    private record Target(long[] hfShape, Map<String, Boolean> params) {
+        static Target of(long[] hfShape, String param, boolean transpose) {
+            return new Target(hfShape, Map.of(param, transpose));
+        }
+    }
+
+    /** Every tensor a checkpoint of {@code c} holds, in Hugging Face's names, and where it goes. */
+    private static Map<String, Target> targets(HfConfig c) {
+        Map<String, Target> t = new LinkedHashMap<>();
+        long d = c.hidden();
+        long q = (long) c.heads() * c.headDim();
+        long kv = (long) c.kvHeads() * c.headDim();
+        Map<String, Boolean> embed = new LinkedHashMap<>();
+        embed.put("embed_W", false);
+        if (c.tieWordEmbeddings()) {
+            embed.put("head_W", true);                            // one tensor read into both (the head [d, V])
+        }
+        t.put("model.embed_tokens.weight", new Target(new long[] {c.vocab(), d}, embed));
+        for (int l = 0; l < c.layers(); l++) {
+            String hf = "model.layers." + l + ".";
+            t.put(hf + "input_layernorm.weight", Target.of(new long[] {d}, "norm1_" + l + "_g", false));
+            linear(t, hf + "self_attn.q_proj", "attn_" + l + "_Wq", "attn_" + l + "_bq", q, d, c.qkvBias());
+            linear(t, hf + "self_attn.k_proj", "attn_" + l + "_Wk", "attn_" + l + "_bk", kv, d, c.qkvBias());
+            linear(t, hf + "self_attn.v_proj", "attn_" + l + "_Wv", "attn_" + l + "_bv", kv, d, c.qkvBias());
+            linear(t, hf + "self_attn.o_proj", "attn_" + l + "_Wo", "attn_" + l + "_bo", d, q, c.outputBias());
+            t.put(hf + "post_attention_layernorm.weight", Target.of(new long[] {d}, "norm2_" + l + "_g", false));
+            linear(t, hf + "mlp.gate_proj", "mlp_" + l + "_Wg", "mlp_" + l + "_bg", c.intermediate(), d, c.mlpBias());
+            linear(t, hf + "mlp.up_proj", "mlp_" + l + "_Wu", "mlp_" + l + "_bu", c.intermediate(), d, c.mlpBias());
+            linear(t, hf + "mlp.down_proj", "mlp_" + l + "_Wd", "mlp_" + l + "_bd", d, c.intermediate(), c.mlpBias());
+        }
+        t.put("model.norm.weight", Target.of(new long[] {d}, "norm_g", false));
+        if (!c.tieWordEmbeddings()) {
+            t.put("lm_head.weight", Target.of(new long[] {c.vocab(), d}, "head_W", true));
+        }
+        return t;
+    }
+
+    private static void linear(Map<String, Target> t, String hf, String w, String b, long out, long in,
+                               boolean bias) {
+        t.put(hf + ".weight", Target.of(new long[] {out, in}, w, true));
+        if (bias) {
+            t.put(hf + ".bias", Target.of(new long[] {out}, b, false));
+        }
+    }
+
+    /** The tensors of {@code dir}: one model.safetensors, or the shards its index lists, by tensor name. */
+    private static Map<String, Safetensors> tensorFiles(Path dir) throws IOException {
+        Path single = dir.resolve("model.safetensors");
+        Path index = dir.resolve("model.safetensors.index.json");
+        Map<String, Safetensors> byTensor = new HashMap<>();
+        if (Files.isRegularFile(index)) {
+            JsonNode map = JSON.readTree(Files.readString(index)).get("weight_map");
+            if (map == null || !map.isObject()) {
+                throw new IllegalArgumentException(index + ": no weight_map object");
+            }
+            Map<String, Safetensors> shards = new HashMap<>();
+            for (var it = map.fields(); it.hasNext(); ) {
+                var f = it.next();
+                String shard = f.getValue().asText();
+                Safetensors s = shards.get(shard);
+                if (s == null) {
+                    Path p = dir.resolve(shard);
+                    if (!Files.isRegularFile(p)) {
+                        throw new IllegalArgumentException(index + ": lists shard " + shard + ", which is missing");
+                    }
+                    s = Safetensors.open(p);
+                    shards.put(shard, s);
+                }
+                if (!s.entries().containsKey(f.getKey())) {
+                    throw new IllegalArgumentException(s.file() + ": tensor " + f.getKey() + " is missing (the "
+                            + "index puts it there)");
+                }
+                byTensor.put(f.getKey(), s);
+            }
+            return byTensor;
+        }
+        if (!Files.isRegularFile(single)) {
+            throw new IllegalArgumentException(dir + ": neither model.safetensors nor model.safetensors.index.json");
+        }
+        Safetensors s = Safetensors.open(single);
+        for (String name : s.entries().keySet()) {
+            byTensor.put(name, s);
+        }
+        return byTensor;
+    }
+
+    /**
+     * The logits {@code [B, N, vocab]} of token ids {@code [B, N]}: the network's last hidden state (after the
+     * final norm) times the head's weights, without the softmax.
+     */
+    public INDArray logits(INDArray tokens) {
+        INDArray in = tokens.castTo(graph.params().dataType()).reshape(tokens.size(0), 1, tokens.size(1));
+        Map<String, INDArray> acts = graph.feedForward(new INDArray[] {in}, false, false);
+        INDArray h = acts.get("norm");                         // [B, d, N]
+        INDArray w = graph.getParam("head_W");                 // [d, V]
+        long b = h.size(0);
+        long n = h.size(2);
+        INDArray rows = h.permute(0, 2, 1).dup('c').reshape(b * n, h.size(1));
+        return rows.mmul(w).addiRowVector(graph.getParam("head_b")).reshape(b, n, w.size(1));
+    }
+}
