@@ -136,6 +136,36 @@ class FlashAttentionLayerRopeTest {
         assertClose(output(RotaryEmbedding.of(grown), x), output(dynamic, x), "N = 3 maxPositions");
     }
 
+    /**
+     * Positions restarting per packed document: each document then turns exactly as it would alone, also under
+     * dynamic scaling, whose sequence length is the longest document's (running on, it would be the packed length).
+     */
+    @Test
+    void restartingPositionsMakeEachPackedDocumentTurnAsItWouldAlone() {
+        RotaryEmbedding dynamic = RotaryEmbedding.builder().theta(40)
+                .scaling(RotaryEmbedding.Scaling.DYNAMIC, 3).maxPositions(2).build();
+        INDArray x = LayerTestSupport.features(new Random(SEED + 3), DataType.DOUBLE, RNNFormat.NCW, 1, N_IN, 8);
+        org.attn4j.ops.Documents docs = org.attn4j.ops.Documents.of(new int[][] {{0, 0, 0, 0, 1, 1, 1, 2}});
+        INDArray[] packed = new INDArray[2];
+        for (int restart = 0; restart < 2; restart++) {
+            MultiLayerNetwork net = LayerTestSupport.alone(LayerTestSupport.attention(N_IN, HEADS * HEAD_SIZE, HEADS)
+                    .nKvHeads(KV_HEADS).causal(true).rope(dynamic).ropeRestartsPerDocument(restart == 1).build(),
+                    DataType.DOUBLE, SEED + 3);
+            try (PackedSequences.Scope s = PackedSequences.enter(docs)) {
+                packed[restart] = net.output(x);
+            }
+        }
+        // the first document, 4 steps, is the longest: alone it grows dynamic's theta as much as packed
+        MultiLayerNetwork alone = LayerTestSupport.alone(LayerTestSupport.attention(N_IN, HEADS * HEAD_SIZE, HEADS)
+                .nKvHeads(KV_HEADS).causal(true).rope(dynamic).build(), DataType.DOUBLE, SEED + 3);
+        INDArray first = x.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(0, 4)).dup();
+        assertClose(alone.output(first), packed[1].get(NDArrayIndex.all(), NDArrayIndex.all(),
+                NDArrayIndex.interval(0, 4)), "the first document, restarting");
+        double apart = packed[0].sub(packed[1]).amaxNumber().doubleValue();
+        assertTrue(apart > 1e-6, "running on, dynamic scaling reads the packed length 8: the outputs differ by "
+                + apart);
+    }
+
     private static INDArray output(RotaryEmbedding rope, INDArray x) {
         return LayerTestSupport.alone(layer(rope), DataType.DOUBLE, SEED + 2).output(x);
     }
