@@ -10,6 +10,7 @@ import org.attn4j.distributed.transport.TransportException;
 import org.attn4j.samples.bench.BenchCommand;
 import org.attn4j.samples.check.CheckCommand;
 import org.attn4j.samples.checkpoint.CheckpointCommand;
+import org.attn4j.samples.hf.HfCommand;
 import org.attn4j.samples.plan.PlanCommand;
 import org.attn4j.samples.train.GenerateCommand;
 import org.attn4j.samples.train.TrainCommand;
@@ -36,7 +37,8 @@ import picocli.CommandLine.Spec;
 @Command(name = "attn4j", mixinStandardHelpOptions = true, versionProvider = Attn4jCli.Version.class,
         description = "Exact, memory-efficient and sequence-parallel attention for DL4J / ND4J.",
         subcommands = {TrainCommand.class, GenerateCommand.class, CheckCommand.class, BenchCommand.class,
-            LaunchCommand.class, PlanCommand.class, CheckpointCommand.class, CommandLine.HelpCommand.class})
+            LaunchCommand.class, PlanCommand.class, CheckpointCommand.class, HfCommand.class,
+            CommandLine.HelpCommand.class})
 public final class Attn4jCli implements Runnable {
 
     /** Exit code of a bad input (file, shape, value): the command ran and refused it. */

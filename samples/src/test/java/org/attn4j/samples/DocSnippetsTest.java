@@ -57,6 +57,9 @@ import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.util.ModelSerializer;
+import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.models.hf.HfTokenizer;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -404,6 +407,39 @@ class DocSnippetsTest {
         for (double score : scores) {
             assertEquals(single.score(), score, 1e-4 * Math.abs(single.score()));
         }
+    }
+
+    @Test
+    void huggingFaceModel() throws Exception {
+        Path modelDir = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model")
+                .toAbsolutePath().normalize();
+        Path tokenizerDir = modelDir.resolve("../../../tokenizer-bpe").normalize();
+        org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.isDirectory(modelDir), "no fixture");
+        INDArray tokens = Nd4j.createFromArray(new long[][] {{1, 5, 9, 2}});
+        Path outDir = tmp.toPath().resolve("out");
+        // snippet: hf-model
+        HfDecoder model = HfDecoder.load(modelDir, DataType.FLOAT);   // config.json + safetensors
+        INDArray logits = model.logits(tokens);          // token ids [B, N] -> [B, N, vocab]
+        ComputationGraph graph = model.graph();          // train it, serialise it, run it sequence-parallel
+        model.save(outDir, "BF16", 2L << 30);            // config.json + safetensors, 2 GiB shards
+
+        try (HfTokenizer tokenizer = HfTokenizer.load(tokenizerDir)) {   // its tokenizer.json
+            long[] ids = tokenizer.encode("The cat sat");
+            String text = tokenizer.decode(ids);
+        }
+        // end snippet
+        assertEquals(83, logits.size(2));
+        assertEquals(model.graph().numParams(), graph.numParams());
+        assertTrue(java.nio.file.Files.isRegularFile(outDir.resolve("model.safetensors")));
+        // snippet: rope-layer
+        FlashAttentionLayer attention = new FlashAttentionLayer.Builder().nIn(576).nOut(576)
+                .nHeads(9).nKvHeads(3).causal(true)
+                .rope(RotaryEmbedding.builder().theta(100000)
+                        .scaling(RotaryEmbedding.Scaling.YARN, 4).originalMaxPositions(8192).build())
+                .qkvBias(false).outputBias(false)
+                .build();
+        // end snippet
+        assertEquals(64, attention.effectiveHeadSize());
     }
 
     @Test

@@ -36,7 +36,7 @@ class LaunchCommandTest {
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode());
         assertEquals(1, r.errLines().length, r.err());
         assertTrue(r.err().startsWith("launch: 'nonsense' is neither an attn4j subcommand (bench, check, checkpoint, "
-                + "generate, plan, train)"), r.err());
+                + "generate, hf, plan, train)"), r.err());
     }
 
     @Test

@@ -1,0 +1,327 @@
+package org.attn4j.samples.hf;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+import java.util.concurrent.Callable;
+
+import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.models.hf.HfTokenizer;
+import org.attn4j.samples.UserInputException;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code attn4j hf}: Hugging Face Llama-family checkpoints (docs/models.md): {@code logits} of token ids,
+ * {@code generate} with the key/value cache, {@code tokenize} with the model's tokenizer.
+ */
+@Command(name = "hf", mixinStandardHelpOptions = true,
+        description = "Run Hugging Face Llama, Mistral and Qwen2 checkpoints (docs/models.md).",
+        subcommands = {HfCommand.Logits.class, HfCommand.Generate.class, HfCommand.Tokenize.class})
+public final class HfCommand implements Runnable {
+
+    @Spec
+    CommandSpec spec;
+
+    @Override
+    public void run() {
+        throw new picocli.CommandLine.ParameterException(spec.commandLine(), "missing subcommand; one of "
+                + String.join(", ", spec.subcommands().keySet()));
+    }
+
+    /** The network type of {@code --dtype}. */
+    static DataType type(String dtype) {
+        return switch (dtype.toLowerCase(Locale.ROOT)) {
+            case "float32" -> DataType.FLOAT;
+            case "float64" -> DataType.DOUBLE;
+            default -> throw new UserInputException("--dtype must be float32 or float64, got " + dtype);
+        };
+    }
+
+    /** The model at {@code dir}, or one line saying what is wrong with it. */
+    static HfDecoder load(Path dir, String dtype) throws IOException {
+        try {
+            return HfDecoder.load(dir, type(dtype));
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage());
+        }
+    }
+
+    /** Integer ids of an .npy file of {@code rank} dimensions, or one line saying what came instead. */
+    static INDArray ids(Path file, int rank, String option) {
+        if (!Files.isRegularFile(file)) {
+            throw new UserInputException(option + " " + file + ": no such file");
+        }
+        INDArray a;
+        try {
+            a = Nd4j.createFromNpyFile(new File(file.toString()));
+        } catch (RuntimeException e) {
+            throw new UserInputException(option + " " + file + ": not an .npy file ND4J reads: " + e.getMessage());
+        }
+        if (a.rank() != rank || !a.dataType().isIntType()) {
+            throw new UserInputException(option + " " + file + ": expected integer token ids of " + rank
+                    + " dimensions, got " + a.dataType() + " " + Arrays.toString(a.shape()));
+        }
+        return a;
+    }
+
+    /** {@code attn4j hf logits}. */
+    @Command(name = "logits", mixinStandardHelpOptions = true, sortOptions = false,
+            description = "Write the logits [B, N, vocab] of int64 token ids [B, N] as OUT/logits.npy (float32).")
+    public static final class Logits implements Callable<Integer> {
+        @Option(names = "--model", paramLabel = "DIR", required = true,
+                description = "A Hugging Face model directory (config.json, safetensors).")
+        Path model;
+
+        @Option(names = "--tokens", paramLabel = "T.npy", required = true, description = "Token ids [B, N].")
+        Path tokens;
+
+        @Option(names = "--out", paramLabel = "OUT", required = true, description = "Output directory.")
+        Path out;
+
+        @Option(names = "--dtype", paramLabel = "TYPE", defaultValue = "float32",
+                description = "float32 or float64 (default: ${DEFAULT-VALUE}).")
+        String dtype;
+
+        @Spec
+        CommandSpec spec;
+
+        @Override
+        public Integer call() throws IOException {
+            INDArray ids = ids(tokens, 2, "--tokens");
+            HfDecoder m = load(model, dtype);
+            long vocab = m.config().vocab();
+            long largest = ids.maxNumber().longValue();
+            if (ids.minNumber().longValue() < 0 || largest >= vocab) {
+                throw new UserInputException("--tokens " + tokens + ": ids must be in [0, " + vocab + "), got "
+                        + ids.minNumber() + " to " + largest);
+            }
+            INDArray logits = m.logits(ids).castTo(DataType.FLOAT);
+            Files.createDirectories(out);
+            Path file = out.resolve("logits.npy");
+            Path tmp = out.resolve("logits.npy.tmp");
+            Nd4j.writeAsNumpy(logits, new File(tmp.toString()));
+            Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                    java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            PrintWriter o = spec.commandLine().getOut();
+            o.println("wrote " + file + " " + Arrays.toString(logits.shape()));
+            o.flush();
+            return 0;
+        }
+    }
+
+    /** {@code attn4j hf tokenize}. */
+    @Command(name = "tokenize", mixinStandardHelpOptions = true, sortOptions = false,
+            description = "Print the ids of TEXT under the model's tokenizer.json, separated by spaces.")
+    public static final class Tokenize implements Callable<Integer> {
+        @Option(names = "--model", paramLabel = "DIR", required = true,
+                description = "A directory with tokenizer.json.")
+        Path model;
+
+        @Option(names = "--text", paramLabel = "TEXT", required = true, description = "The text.")
+        String text;
+
+        @Spec
+        CommandSpec spec;
+
+        @Override
+        public Integer call() throws IOException {
+            try (HfTokenizer t = tokenizer(model)) {
+                StringBuilder line = new StringBuilder();
+                for (long id : t.encode(text)) {
+                    line.append(line.length() == 0 ? "" : " ").append(id);
+                }
+                spec.commandLine().getOut().println(line);
+                spec.commandLine().getOut().flush();
+            }
+            return 0;
+        }
+    }
+
+    static HfTokenizer tokenizer(Path dir) throws IOException {
+        try {
+            return HfTokenizer.load(dir);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage());
+        }
+    }
+
+    /** {@code attn4j hf generate}. */
+    @Command(name = "generate", mixinStandardHelpOptions = true, sortOptions = false,
+            description = "Continue a prompt with the key/value cache; print the text when the model has a "
+                    + "tokenizer.")
+    public static final class Generate implements Callable<Integer> {
+        @Option(names = "--model", paramLabel = "DIR", required = true,
+                description = "A Hugging Face model directory (config.json, safetensors, tokenizer.json).")
+        Path model;
+
+        @Option(names = "--prompt", paramLabel = "TEXT", description = "The text to continue (needs tokenizer.json).")
+        String prompt;
+
+        @Option(names = "--prompt-tokens", paramLabel = "P.npy", description = "The prompt as token ids [1, n].")
+        Path promptTokens;
+
+        @Option(names = "--max-new-tokens", paramLabel = "K", required = true, description = "Tokens to generate.")
+        int maxNewTokens;
+
+        @Option(names = "--temperature", paramLabel = "T", defaultValue = "0",
+                description = "Sampling temperature, 0 for the most likely token (default: ${DEFAULT-VALUE}).")
+        double temperature;
+
+        @Option(names = "--top-k", paramLabel = "K", defaultValue = "0",
+                description = "Sample among the K most likely tokens, 0 for all (default: ${DEFAULT-VALUE}).")
+        int topK;
+
+        @Option(names = "--top-p", paramLabel = "P", defaultValue = "1",
+                description = "Sample among the most likely tokens whose probabilities add up to P (default: "
+                        + "${DEFAULT-VALUE}).")
+        double topP;
+
+        @Option(names = "--seed", paramLabel = "S", defaultValue = "1", description = "Sampling seed (default: "
+                + "${DEFAULT-VALUE}).")
+        long seed;
+
+        @Option(names = "--dtype", paramLabel = "TYPE", defaultValue = "float32",
+                description = "float32 or float64 (default: ${DEFAULT-VALUE}).")
+        String dtype;
+
+        @Option(names = "--out", paramLabel = "OUT", description = "Also write OUT/generated.npy (int64 [1, K]).")
+        Path out;
+
+        @Spec
+        CommandSpec spec;
+
+        @Override
+        public Integer call() throws IOException {
+            if ((prompt == null) == (promptTokens == null)) {
+                throw new UserInputException("give one of --prompt TEXT and --prompt-tokens P.npy");
+            }
+            if (maxNewTokens < 1 || temperature < 0 || topK < 0 || !(topP > 0 && topP <= 1)) {
+                throw new UserInputException("--max-new-tokens must be >= 1, --temperature >= 0, --top-k >= 0 and "
+                        + "--top-p in (0, 1]; got " + maxNewTokens + ", " + temperature + ", " + topK + ", " + topP);
+            }
+            HfTokenizer tokenizer = Files.isRegularFile(model.resolve("tokenizer.json")) ? tokenizer(model) : null;
+            long[] start;
+            if (prompt != null) {
+                if (tokenizer == null) {
+                    throw new UserInputException("--prompt needs " + model.resolve("tokenizer.json")
+                            + "; give --prompt-tokens instead");
+                }
+                start = tokenizer.encode(prompt);
+            } else {
+                INDArray p = ids(promptTokens, 2, "--prompt-tokens");
+                if (p.size(0) != 1) {
+                    throw new UserInputException("--prompt-tokens " + promptTokens + ": expected one sequence [1, n], "
+                            + "got " + Arrays.toString(p.shape()));
+                }
+                start = p.toLongVector();
+            }
+            if (start.length == 0) {
+                throw new UserInputException("the prompt has no tokens");
+            }
+            HfDecoder m = load(model, dtype);
+            long[] generated = generate(m, start, maxNewTokens, temperature, topK, topP, new Random(seed));
+            PrintWriter o = spec.commandLine().getOut();
+            if (tokenizer != null) {
+                o.println(tokenizer.decode(generated));
+                tokenizer.close();
+            } else {
+                o.println(Arrays.toString(generated));
+            }
+            if (out != null) {
+                Files.createDirectories(out);
+                Path tmp = out.resolve("generated.npy.tmp");
+                Nd4j.writeAsNumpy(Nd4j.createFromArray(new long[][] {generated}), new File(tmp.toString()));
+                Files.move(tmp, out.resolve("generated.npy"), java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            }
+            o.flush();
+            return 0;
+        }
+    }
+
+    /**
+     * {@code count} new tokens after {@code prompt}: the prompt in one {@code rnnTimeStep} call, then one call per
+     * token, the attention layers answering from their key/value caches.
+     */
+    static long[] generate(HfDecoder m, long[] prompt, int count, double temperature, int topK, double topP,
+                           Random rnd) {
+        var graph = m.graph();
+        DataType type = graph.params().dataType();
+        graph.rnnClearPreviousState();
+        INDArray in = Nd4j.createFromArray(prompt).castTo(type).reshape(1, 1, prompt.length);
+        INDArray probabilities = last(graph.rnnTimeStep(in)[0]);
+        long[] out = new long[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = pick(probabilities.toDoubleVector(), temperature, topK, topP, rnd);
+            if (i + 1 < count) {
+                probabilities = last(graph.rnnTimeStep(Nd4j.scalar(type, out[i]).reshape(1, 1, 1))[0]);
+            }
+        }
+        graph.rnnClearPreviousState();
+        return out;
+    }
+
+    /** The distribution at the last step of a {@code [1, vocab, n]} output. */
+    private static INDArray last(INDArray probabilities) {
+        return probabilities.get(NDArrayIndex.point(0), NDArrayIndex.all(),
+                NDArrayIndex.point(probabilities.size(2) - 1));
+    }
+
+    /**
+     * The argmax at temperature 0; else a draw from {@code p^(1/T)} renormalised (softmax of logits / T), among the
+     * top-k, then the smallest set of most likely tokens whose probabilities reach top-p.
+     */
+    static int pick(double[] p, double temperature, int topK, double topP, Random rnd) {
+        if (temperature == 0) {
+            int best = 0;
+            for (int i = 1; i < p.length; i++) {
+                if (p[i] > p[best]) {
+                    best = i;
+                }
+            }
+            return best;
+        }
+        double max = Arrays.stream(p).max().orElse(1);
+        double[] w = new double[p.length];
+        for (int i = 0; i < p.length; i++) {
+            w[i] = Math.exp((Math.log(p[i]) - Math.log(max)) / temperature);
+        }
+        Integer[] order = new Integer[p.length];
+        Arrays.setAll(order, i -> i);
+        Arrays.sort(order, (a, b) -> Double.compare(w[b], w[a]));
+        int keep = topK > 0 ? Math.min(topK, p.length) : p.length;
+        double total = 0;
+        for (int i = 0; i < keep; i++) {
+            total += w[order[i]];
+        }
+        List<Integer> kept = new ArrayList<>();
+        double mass = 0;
+        for (int i = 0; i < keep && (kept.isEmpty() || mass < topP * total); i++) {
+            kept.add(order[i]);
+            mass += w[order[i]];
+        }
+        double r = rnd.nextDouble() * mass;
+        for (int i : kept) {
+            r -= w[i];
+            if (r <= 0) {
+                return i;
+            }
+        }
+        return kept.get(kept.size() - 1);
+    }
+}
