@@ -314,8 +314,9 @@ public class FlashAttentionLayerImpl
      * RoPE's cos and sin at the global positions of this pass's steps, or null without RoPE: {@code 0 .. N-1} on one
      * device, the shard's positions on a sequence-parallel worker, the steps after the cache in {@code rnnTimeStep},
      * and with packed documents restarting per document, each step's offset in its document. The sequence length
-     * that dynamic scaling reads is the global one: N, the steps seen so far while decoding, or the longest
-     * document when positions restart.
+     * that dynamic scaling reads is the global one: N, the steps seen so far while decoding (the whole prompt during
+     * a prefill that runs in parts, {@link SequenceParallel.Context#rotaryLength()}), or the longest document when
+     * positions restart.
      */
     private RotaryEmbedding.Table ropeTable(FlashAttentionLayer c, long batch, long n) {
         RotaryEmbedding rope = c.getRope();
@@ -327,7 +328,7 @@ public class FlashAttentionLayerImpl
         int headSize = c.effectiveHeadSize();
         if (stepping()) {
             if (group != null) {
-                return rope.table(headSize, new int[][] {group.positions()}, group.length());
+                return rope.table(headSize, new int[][] {group.positions()}, group.rotaryLength());
             }
             int next = keptInt(NEXT, 0);
             int[] positions = new int[Math.toIntExact(n)];
@@ -338,7 +339,7 @@ public class FlashAttentionLayerImpl
         int length = group == null ? Math.toIntExact(n) : group.length();
         Documents documents = PackedSequences.forInput(name, batch, length);
         if (documents == null || !c.isRopeRestartsPerDocument()) {
-            return rope.table(headSize, new int[][] {positions}, length);
+            return rope.table(headSize, new int[][] {positions}, group == null ? length : group.rotaryLength());
         }
         int[][] own = new int[Math.toIntExact(batch)][positions.length];
         int longest = 1;

@@ -43,6 +43,15 @@ public final class SequenceParallel {
         int[] positions();
 
         /**
+         * The sequence length that rotary embeddings with dynamic scaling read: {@link #length()}, unless a prefill
+         * runs in parts (a sharded part, then steps decoded after it), when every part reads the whole prompt's
+         * length, as the prompt passed at once would.
+         */
+        default int rotaryLength() {
+            return length();
+        }
+
+        /**
          * The softmax attention of this worker's sequence group for a layer with these mask settings. Every
          * worker of the group gets the matching instance and calls it in the same order.
          */

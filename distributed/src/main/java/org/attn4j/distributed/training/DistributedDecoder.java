@@ -51,6 +51,8 @@ public final class DistributedDecoder {
     private final int member;
     private final Communicator group;
     private int next;
+    /** The prompt's length while {@link #prefill} runs (its parts read it as RoPE's length), else 0. */
+    private int prefilling;
 
     private DistributedDecoder(Model net, Transport transport, ParallelStrategy strategy) {
         if (!(net instanceof MultiLayerNetwork) && !(net instanceof ComputationGraph cg
@@ -124,7 +126,7 @@ public final class DistributedDecoder {
         INDArray last = null;
         if (sharded > 0) {
             SequenceShardContext context = new SequenceShardContext(transport, members, strategy, true, sharded,
-                    p -> () -> { });
+                    p -> () -> { }).withRotaryLength(n);
             int[] positions = context.positions();
             INDArray out;
             try (SequenceParallel.Scope scope = SequenceParallel.enter(context)) {
@@ -146,8 +148,14 @@ public final class DistributedDecoder {
             next = sharded;
         }
         if (sharded < n) {
-            INDArray rest = step(prompt.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(sharded, n)));
-            last = steps(rest, new int[] {(int) rest.size(2) - 1});
+            prefilling = n;
+            try {
+                INDArray rest = step(prompt.get(NDArrayIndex.all(), NDArrayIndex.all(), NDArrayIndex.interval(sharded,
+                        n)));
+                last = steps(rest, new int[] {(int) rest.size(2) - 1});
+            } finally {
+                prefilling = 0;
+            }
         }
         return last;
     }
@@ -225,6 +233,11 @@ public final class DistributedDecoder {
         @Override
         public int length() {
             return positions[positions.length - 1] + 1;
+        }
+
+        @Override
+        public int rotaryLength() {
+            return prefilling > 0 ? prefilling : length();
         }
 
         @Override

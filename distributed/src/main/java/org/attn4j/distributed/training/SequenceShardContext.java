@@ -28,6 +28,8 @@ final class SequenceShardContext implements SequenceParallel.Context {
     private final SequenceLayout layout;
     private final boolean causalDefault;
     private final int length;
+    /** What {@link #rotaryLength()} says: the length, or the whole prompt's when a prefill runs in parts. */
+    private int rotaryLength;
     private final int[] positions;
     private final Map<String, SequenceParallelAttention<?>> softmax = new HashMap<>();
     private final Function<INDArray, SequenceParallel.ParameterUse> parameters;
@@ -59,6 +61,17 @@ final class SequenceShardContext implements SequenceParallel.Context {
     @Override
     public int length() {
         return length;
+    }
+
+    @Override
+    public int rotaryLength() {
+        return rotaryLength > 0 ? rotaryLength : length;
+    }
+
+    /** Makes {@link #rotaryLength()} the whole prompt's length, for the sharded part of a prefill in parts. */
+    SequenceShardContext withRotaryLength(int promptLength) {
+        this.rotaryLength = promptLength;
+        return this;
     }
 
     @Override

@@ -11,6 +11,7 @@ import java.util.Random;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.distributed.sequence.SequenceLayout;
 import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.attn4j.layers.LinearAttentionLayer;
 import org.attn4j.layers.PositionalEmbeddingLayer;
 import org.deeplearning4j.nn.conf.MultiLayerConfiguration;
@@ -41,14 +42,27 @@ class DistributedDecoderTest {
     private static final int WIDTH = 16;
 
     static MultiLayerNetwork net(int kvHeads, int window, long seed) {
+        return net(kvHeads, window, seed, false);
+    }
+
+    /**
+     * Embedding, learned positions or (with {@code rope}) rotary ones in the attention layers (rotate-half, then
+     * interleaved with dynamic scaling from the steps seen), two blocks, softmax.
+     */
+    static MultiLayerNetwork net(int kvHeads, int window, long seed, boolean rope) {
         NeuralNetConfiguration.ListBuilder list = new NeuralNetConfiguration.Builder().seed(seed)
                 .dataType(DataType.DOUBLE).weightInit(WeightInit.XAVIER).list()
                 .layer(new EmbeddingSequenceLayer.Builder().nIn(VOCAB).nOut(WIDTH).outputDataFormat(RNNFormat.NCW)
-                        .build())
-                .layer(new PositionalEmbeddingLayer.Builder().maxLength(128).width(WIDTH).build());
+                        .build());
+        if (!rope) {
+            list.layer(new PositionalEmbeddingLayer.Builder().maxLength(128).width(WIDTH).build());
+        }
+        RotaryEmbedding[] rotary = {RotaryEmbedding.of(30), RotaryEmbedding.builder().theta(60)
+                .layout(RotaryEmbedding.Layout.INTERLEAVED).scaling(RotaryEmbedding.Scaling.DYNAMIC, 2)
+                .maxPositions(20).build()};
         for (int block = 0; block < 2; block++) {
             list.layer(new FlashAttentionLayer.Builder().nIn(WIDTH).nOut(WIDTH).nHeads(4).nKvHeads(kvHeads)
-                    .causal(true).slidingWindow(window).build())
+                    .causal(true).slidingWindow(window).rope(rope ? rotary[block] : null).build())
                     .layer(new TimeDistributed(new DenseLayer.Builder().nIn(WIDTH).nOut(WIDTH)
                             .activation(Activation.TANH).build(), RNNFormat.NCW));
         }
@@ -94,8 +108,13 @@ class DistributedDecoderTest {
 
     static void decodesLikeOneDevice(ParallelStrategy strategy, int kvHeads, int window, int prompt)
             throws Exception {
+        decodesLikeOneDevice(strategy, kvHeads, window, prompt, false);
+    }
+
+    static void decodesLikeOneDevice(ParallelStrategy strategy, int kvHeads, int window, int prompt, boolean rope)
+            throws Exception {
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
-        MultiLayerNetwork net = net(kvHeads, window, 7);
+        MultiLayerNetwork net = net(kvHeads, window, 7, rope);
         INDArray x = tokens(prompt, 2, prompt + java.util.Arrays.stream(CUTS).sum());
         List<INDArray> expected = reference(net.clone(), x, prompt);
         List<MultiLayerNetwork> copies = new ArrayList<>();
@@ -139,6 +158,18 @@ class DistributedDecoderTest {
         decodesLikeOneDevice(ParallelStrategy.sequence("allgather", 3), 2, 0, 33);
         decodesLikeOneDevice(new ParallelStrategy(1, 3, SequenceAlgorithm.byName("ring"), null,
                 java.util.Map.of(), ZeroStage.NONE), 4, 0, 5);                         // a prompt shorter than 2P
+    }
+
+    /** With rotary positions (dynamic scaling past 20 steps), prefill and decoding turn q and k at global positions. */
+    @Test
+    void withRotaryPositionsEverySoftmaxAlgorithmPrefillsAndDecodesLikeOneDevice() throws Exception {
+        decodesLikeOneDevice(ParallelStrategy.sequence("ring", 2), 2, 0, 24, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("ring", 3).withLayout(SequenceLayout.ZIGZAG), 1, 0, 36, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("ring", 4), 2, 9, 40, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("attention2d", 4), 2, 0, 32, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("wallfacer", 4), 2, 0, 32, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("ulysses", 2), 2, 0, 30, true);
+        decodesLikeOneDevice(ParallelStrategy.sequence("allgather", 3), 2, 0, 33, true);
     }
 
     @Test
