@@ -102,6 +102,13 @@ public final class HfDecoder {
                 .build();
     }
 
+    /** A model of {@code c} with random weights (for benchmarks and tests), in {@code type}. */
+    public static HfDecoder random(HfConfig c, DataType type, long seed) {
+        ComputationGraph graph = new ComputationGraph(configuration(c, type, seed));
+        graph.init();
+        return new HfDecoder(c, graph);
+    }
+
     private static LayerNormLayer norm(HfConfig c) {
         return new LayerNormLayer.Builder(c.hidden()).rms(true).eps(c.rmsNormEps()).build();
     }

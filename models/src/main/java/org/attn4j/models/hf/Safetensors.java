@@ -18,6 +18,9 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
+import org.bytedeco.javacpp.DoublePointer;
+import org.bytedeco.javacpp.FloatPointer;
+import org.bytedeco.javacpp.Pointer;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -188,7 +191,8 @@ public final class Safetensors {
 
     /**
      * Reads tensor {@code name} into a new C-order array of {@code type} (FLOAT or DOUBLE), widening F16 and BF16
-     * exactly.
+     * exactly. The file is read and converted in chunks straight into the array's off-heap memory, so beside the
+     * array only a chunk is held.
      *
      * @throws IllegalArgumentException if there is no such tensor
      * @throws IOException              if the file cannot be read
@@ -203,24 +207,38 @@ public final class Safetensors {
             throw new IllegalArgumentException(file + ": tensor " + name + " has " + n + " elements, more than one "
                     + "array here holds");
         }
-        ByteBuffer bytes = ByteBuffer.allocate(Math.toIntExact(e.end() - e.begin())).order(ByteOrder.LITTLE_ENDIAN);
-        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
-            readFully(ch, bytes, dataStart + e.begin());
-        }
-        bytes.flip();
         long[] shape = e.shape().length == 0 ? new long[] {1} : e.shape();
-        if (type == DataType.DOUBLE) {
-            double[] out = new double[(int) n];
-            for (int i = 0; i < out.length; i++) {
-                out[i] = element(bytes, e.dtype(), i);
+        DataType target = type == DataType.DOUBLE ? DataType.DOUBLE : DataType.FLOAT;
+        INDArray out = Nd4j.createUninitialized(target, shape, 'c');
+        // The file is read a chunk at a time into one direct buffer and converted straight into the array's off-heap
+        // buffer: neither the Java heap nor a mapping holds the tensor whole.
+        int width = width(file + ": tensor " + name, e.dtype());
+        int chunk = 1 << 18;
+        ByteBuffer bytes = ByteBuffer.allocateDirect(chunk * width).order(ByteOrder.LITTLE_ENDIAN);
+        float[] floats = target == DataType.FLOAT ? new float[chunk] : null;
+        double[] doubles = target == DataType.DOUBLE ? new double[chunk] : null;
+        Pointer base = out.data().pointer();
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            for (long from = 0; from < n; from += chunk) {
+                int len = (int) Math.min(chunk, n - from);
+                bytes.clear().limit(len * width);
+                readFully(ch, bytes, dataStart + e.begin() + from * width);
+                for (int i = 0; i < len; i++) {
+                    double x = element(bytes, e.dtype(), i);
+                    if (floats != null) {
+                        floats[i] = (float) x;
+                    } else {
+                        doubles[i] = x;
+                    }
+                }
+                if (floats != null) {
+                    new FloatPointer(base).position(from).put(floats, 0, len);
+                } else {
+                    new DoublePointer(base).position(from).put(doubles, 0, len);
+                }
             }
-            return Nd4j.create(out, shape, DataType.DOUBLE);
         }
-        float[] out = new float[(int) n];
-        for (int i = 0; i < out.length; i++) {
-            out[i] = (float) element(bytes, e.dtype(), i);
-        }
-        return Nd4j.create(out, shape, DataType.FLOAT);
+        return out;
     }
 
     private static double element(ByteBuffer b, String dtype, int i) {
