@@ -1,5 +1,6 @@
 package org.attn4j.samples;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -440,6 +441,24 @@ class DocSnippetsTest {
                 .build();
         // end snippet
         assertEquals(64, attention.effectiveHeadSize());
+    }
+
+    @Test
+    void huggingFaceModelInTheReadme() throws Exception {
+        Path fixture = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "qwen2-bias-tied-bf16")
+                .toAbsolutePath().normalize();
+        org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.isDirectory(fixture), "no fixture");
+        Path modelDir = fixture.resolve("model");
+        long[] promptIds = Nd4j.createFromNpyFile(fixture.resolve("prompt.npy").toFile()).toLongVector();
+        Path outDir = tmp.toPath().resolve("qwen2");
+        // snippet: hf-readme
+        HfDecoder model = HfDecoder.load(modelDir, DataType.FLOAT);      // config.json + safetensors
+        long[] next = model.generate(promptIds, 12, 0.0, 0, 1.0, 1);     // 12 greedy tokens, key/value cache
+        model.save(outDir, "BF16", 2L << 30);                            // back to Hugging Face's layout
+        // end snippet
+        assertArrayEquals(Nd4j.createFromNpyFile(fixture.resolve("greedy.npy").toFile()).toLongVector(), next,
+                "transformers' greedy tokens");
+        assertEquals(model.graph().params(), HfDecoder.load(outDir, DataType.FLOAT).graph().params());
     }
 
     @Test

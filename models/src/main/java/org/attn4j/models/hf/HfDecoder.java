@@ -25,6 +25,7 @@ import org.deeplearning4j.nn.weights.WeightInit;
 import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.Adam;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
 import org.nd4j.shade.jackson.databind.JsonNode;
@@ -327,5 +328,91 @@ public final class HfDecoder {
         long n = h.size(2);
         INDArray rows = h.permute(0, 2, 1).dup('c').reshape(b * n, h.size(1));
         return rows.mmul(w).addiRowVector(graph.getParam("head_b")).reshape(b, n, w.size(1));
+    }
+
+    /**
+     * {@code count} new tokens after {@code prompt} (one sequence): the prompt in one {@code rnnTimeStep} call, then
+     * one call per token, the attention layers answering from their key/value caches. At temperature 0 each token
+     * is the most likely one (greedy); above it, tokens are drawn with {@code seed} from the softmax of the logits
+     * divided by the temperature, among the {@code topK} most likely (0: all), then among the fewest most likely
+     * whose probabilities reach {@code topP}.
+     *
+     * @throws IllegalArgumentException for an empty prompt, ids outside the vocabulary, or settings out of range
+     */
+    public long[] generate(long[] prompt, int count, double temperature, int topK, double topP, long seed) {
+        if (prompt.length == 0 || count < 1 || temperature < 0 || topK < 0 || !(topP > 0 && topP <= 1)) {
+            throw new IllegalArgumentException("generate: needs a prompt, count >= 1, temperature >= 0, topK >= 0 "
+                    + "and topP in (0, 1]; got " + prompt.length + " tokens, " + count + ", " + temperature + ", "
+                    + topK + ", " + topP);
+        }
+        for (long id : prompt) {
+            if (id < 0 || id >= config.vocab()) {
+                throw new IllegalArgumentException("generate: token ids must be in [0, " + config.vocab() + "), got "
+                        + id);
+            }
+        }
+        java.util.Random rnd = new java.util.Random(seed);
+        DataType type = graph.params().dataType();
+        graph.rnnClearPreviousState();
+        INDArray in = Nd4j.createFromArray(prompt).castTo(type).reshape(1, 1, prompt.length);
+        INDArray probabilities = last(graph.rnnTimeStep(in)[0]);
+        long[] out = new long[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = pick(probabilities.toDoubleVector(), temperature, topK, topP, rnd);
+            if (i + 1 < count) {
+                probabilities = last(graph.rnnTimeStep(Nd4j.scalar(type, out[i]).reshape(1, 1, 1))[0]);
+            }
+        }
+        graph.rnnClearPreviousState();
+        return out;
+    }
+
+    /** The distribution at the last step of a {@code [1, vocab, n]} output. */
+    private static INDArray last(INDArray probabilities) {
+        return probabilities.get(org.nd4j.linalg.indexing.NDArrayIndex.point(0), org.nd4j.linalg.indexing.NDArrayIndex.all(),
+                org.nd4j.linalg.indexing.NDArrayIndex.point(probabilities.size(2) - 1));
+    }
+
+    /**
+     * The argmax at temperature 0; else a draw from {@code p^(1/T)} renormalised (softmax of logits / T), among the
+     * top-k, then the smallest set of most likely tokens whose probabilities reach top-p.
+     */
+    private static int pick(double[] p, double temperature, int topK, double topP, java.util.Random rnd) {
+        if (temperature == 0) {
+            int best = 0;
+            for (int i = 1; i < p.length; i++) {
+                if (p[i] > p[best]) {
+                    best = i;
+                }
+            }
+            return best;
+        }
+        double max = Arrays.stream(p).max().orElse(1);
+        double[] w = new double[p.length];
+        for (int i = 0; i < p.length; i++) {
+            w[i] = Math.exp((Math.log(p[i]) - Math.log(max)) / temperature);
+        }
+        Integer[] order = new Integer[p.length];
+        Arrays.setAll(order, i -> i);
+        Arrays.sort(order, (a, b) -> Double.compare(w[b], w[a]));
+        int keep = topK > 0 ? Math.min(topK, p.length) : p.length;
+        double total = 0;
+        for (int i = 0; i < keep; i++) {
+            total += w[order[i]];
+        }
+        java.util.List<Integer> kept = new java.util.ArrayList<>();
+        double mass = 0;
+        for (int i = 0; i < keep && (kept.isEmpty() || mass < topP * total); i++) {
+            kept.add(order[i]);
+            mass += w[order[i]];
+        }
+        double r = rnd.nextDouble() * mass;
+        for (int i : kept) {
+            r -= w[i];
+            if (r <= 0) {
+                return i;
+            }
+        }
+        return kept.get(kept.size() - 1);
     }
 }

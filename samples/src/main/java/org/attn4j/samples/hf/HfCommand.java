@@ -5,11 +5,8 @@ import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
-import java.util.Random;
 import java.util.concurrent.Callable;
 
 import org.attn4j.models.hf.HfDecoder;
@@ -18,7 +15,6 @@ import org.attn4j.samples.UserInputException;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
-import org.nd4j.linalg.indexing.NDArrayIndex;
 
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -234,7 +230,12 @@ public final class HfCommand implements Runnable {
                 throw new UserInputException("the prompt has no tokens");
             }
             HfDecoder m = load(model, dtype);
-            long[] generated = generate(m, start, maxNewTokens, temperature, topK, topP, new Random(seed));
+            long[] generated;
+            try {
+                generated = m.generate(start, maxNewTokens, temperature, topK, topP, seed);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException(e.getMessage());
+            }
             PrintWriter o = spec.commandLine().getOut();
             if (tokenizer != null) {
                 o.println(tokenizer.decode(generated));
@@ -254,74 +255,4 @@ public final class HfCommand implements Runnable {
         }
     }
 
-    /**
-     * {@code count} new tokens after {@code prompt}: the prompt in one {@code rnnTimeStep} call, then one call per
-     * token, the attention layers answering from their key/value caches.
-     */
-    static long[] generate(HfDecoder m, long[] prompt, int count, double temperature, int topK, double topP,
-                           Random rnd) {
-        var graph = m.graph();
-        DataType type = graph.params().dataType();
-        graph.rnnClearPreviousState();
-        INDArray in = Nd4j.createFromArray(prompt).castTo(type).reshape(1, 1, prompt.length);
-        INDArray probabilities = last(graph.rnnTimeStep(in)[0]);
-        long[] out = new long[count];
-        for (int i = 0; i < count; i++) {
-            out[i] = pick(probabilities.toDoubleVector(), temperature, topK, topP, rnd);
-            if (i + 1 < count) {
-                probabilities = last(graph.rnnTimeStep(Nd4j.scalar(type, out[i]).reshape(1, 1, 1))[0]);
-            }
-        }
-        graph.rnnClearPreviousState();
-        return out;
-    }
-
-    /** The distribution at the last step of a {@code [1, vocab, n]} output. */
-    private static INDArray last(INDArray probabilities) {
-        return probabilities.get(NDArrayIndex.point(0), NDArrayIndex.all(),
-                NDArrayIndex.point(probabilities.size(2) - 1));
-    }
-
-    /**
-     * The argmax at temperature 0; else a draw from {@code p^(1/T)} renormalised (softmax of logits / T), among the
-     * top-k, then the smallest set of most likely tokens whose probabilities reach top-p.
-     */
-    static int pick(double[] p, double temperature, int topK, double topP, Random rnd) {
-        if (temperature == 0) {
-            int best = 0;
-            for (int i = 1; i < p.length; i++) {
-                if (p[i] > p[best]) {
-                    best = i;
-                }
-            }
-            return best;
-        }
-        double max = Arrays.stream(p).max().orElse(1);
-        double[] w = new double[p.length];
-        for (int i = 0; i < p.length; i++) {
-            w[i] = Math.exp((Math.log(p[i]) - Math.log(max)) / temperature);
-        }
-        Integer[] order = new Integer[p.length];
-        Arrays.setAll(order, i -> i);
-        Arrays.sort(order, (a, b) -> Double.compare(w[b], w[a]));
-        int keep = topK > 0 ? Math.min(topK, p.length) : p.length;
-        double total = 0;
-        for (int i = 0; i < keep; i++) {
-            total += w[order[i]];
-        }
-        List<Integer> kept = new ArrayList<>();
-        double mass = 0;
-        for (int i = 0; i < keep && (kept.isEmpty() || mass < topP * total); i++) {
-            kept.add(order[i]);
-            mass += w[order[i]];
-        }
-        double r = rnd.nextDouble() * mass;
-        for (int i : kept) {
-            r -= w[i];
-            if (r <= 0) {
-                return i;
-            }
-        }
-        return kept.get(kept.size() - 1);
-    }
 }
