@@ -35,7 +35,7 @@ public abstract class AttentionLayerBaseImpl<C extends AttentionLayerBase, S ext
     /** {@code in W + b} for the projection with weights {@code wKey} and bias {@code bKey}. */
     protected INDArray project(INDArray in, String wKey, String bKey, boolean training, LayerWorkspaceMgr mgr) {
         return AttentionRows.affine(in, getParamWithNoise(wKey, training, mgr),
-                params.containsKey(bKey) ? getParamWithNoise(bKey, training, mgr) : null);
+                optionalParam(bKey, training, mgr));
     }
 
     /** For {@code out = in W + b}: writes dL/dW and dL/db into the gradient views, returns dL/din. */

@@ -226,6 +226,14 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
     }
 
     /**
+     * The parameter {@code key} (with weight noise in training), or null where the layer has none (a switched-off
+     * bias).
+     */
+    protected INDArray optionalParam(String key, boolean training, LayerWorkspaceMgr mgr) {
+        return params.containsKey(key) ? getParamWithNoise(key, training, mgr) : null;
+    }
+
+    /**
      * Keeps {@code value} in {@link #stepState} under {@code key}: a copy outside every workspace, since the
      * workspaces of this call reuse their memory in the next one.
      */

@@ -52,7 +52,7 @@ public class SwiGluLayerImpl extends RowLayerImpl<SwiGluLayer, SwiGluLayerImpl.S
 
     private INDArray affine(INDArray in, String w, String b, boolean training, LayerWorkspaceMgr mgr) {
         return AttentionRows.affine(in, getParamWithNoise(w, training, mgr),
-                params.containsKey(b) ? getParamWithNoise(b, training, mgr) : null);
+                optionalParam(b, training, mgr));
     }
 
     /**

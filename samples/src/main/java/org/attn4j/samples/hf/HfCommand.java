@@ -75,6 +75,15 @@ public final class HfCommand implements Runnable {
         return a;
     }
 
+    /** Writes {@code a} as {@code file} through a temporary file moved into place; returns {@code file}. */
+    static Path writeNpy(INDArray a, Path file) throws IOException {
+        Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+        Nd4j.writeAsNumpy(a, new File(tmp.toString()));
+        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        return file;
+    }
+
     /** {@code attn4j hf logits}. */
     @Command(name = "logits", mixinStandardHelpOptions = true, sortOptions = false,
             description = "Write the logits [B, N, vocab] of int64 token ids [B, N] as OUT/logits.npy (float32).")
@@ -108,11 +117,7 @@ public final class HfCommand implements Runnable {
             }
             INDArray logits = m.logits(ids).castTo(DataType.FLOAT);
             Files.createDirectories(out);
-            Path file = out.resolve("logits.npy");
-            Path tmp = out.resolve("logits.npy.tmp");
-            Nd4j.writeAsNumpy(logits, new File(tmp.toString()));
-            Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
-                    java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            Path file = writeNpy(logits, out.resolve("logits.npy"));
             PrintWriter o = spec.commandLine().getOut();
             o.println("wrote " + file + " " + Arrays.toString(logits.shape()));
             o.flush();
@@ -245,10 +250,7 @@ public final class HfCommand implements Runnable {
             }
             if (out != null) {
                 Files.createDirectories(out);
-                Path tmp = out.resolve("generated.npy.tmp");
-                Nd4j.writeAsNumpy(Nd4j.createFromArray(new long[][] {generated}), new File(tmp.toString()));
-                Files.move(tmp, out.resolve("generated.npy"), java.nio.file.StandardCopyOption.REPLACE_EXISTING,
-                        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+                writeNpy(Nd4j.createFromArray(new long[][] {generated}), out.resolve("generated.npy"));
             }
             o.flush();
             return 0;
