@@ -174,6 +174,7 @@ class DocSnippetsTest {
         SDVariable qShard = q;
         SDVariable kShard = k;
         SDVariable vShard = v;
+        int rank = 0;
         // snippet: samediff-functions
         SDVariable o = SDAttention.flash(q, k, v).causal(true).build("attn");
         SDVariable y = SDAttention.linear(q, k, v).causal(true).decay(sd.nn.sigmoid(theta)).build("lin");
@@ -184,10 +185,19 @@ class DocSnippetsTest {
                 .withHeads(heads, kvHeads).withLayout(SequenceLayout.ZIGZAG);
         SDVariable s = SDAttention.sequenceParallel(qShard, kShard, vShard, ring.create(transport, settings))
                 .build("ring");
+
+        // rotary positions: q and k rotated at 0..N-1, or at this worker's global positions
+        RotaryEmbedding rope = RotaryEmbedding.of(10_000);
+        SDVariable r = SDAttention.flash(q, k, v).causal(true).rope(rope).build("rope");
+        SDVariable rs = SDAttention.sequenceParallel(qShard, kShard, vShard, ring.create(transport, settings))
+                .rope(rope, sd.constant(Nd4j.createFromArray(SequenceLayout.ZIGZAG.positions(rank, workers, n))), n)
+                .build("ropeRing");
         // end snippet
         try {
-            Map<String, INDArray> outs = sd.output(Map.of(), "attn", "lin", "ring");
+            Map<String, INDArray> outs = sd.output(Map.of(), "attn", "lin", "ring", "rope", "ropeRing");
             assertTrue(outs.get("attn").equalsWithEps(outs.get("ring"), 1e-12), "one ring worker = flash");
+            assertTrue(outs.get("rope").equalsWithEps(outs.get("ropeRing"), 1e-12), "with RoPE too");
+            assertTrue(!outs.get("rope").equalsWithEps(outs.get("attn"), 1e-6), "RoPE changes the result");
             assertEquals(heads, outs.get("lin").size(1));
         } finally {
             world.forEach(Transport::close);

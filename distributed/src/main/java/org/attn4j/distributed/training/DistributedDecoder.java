@@ -1,6 +1,8 @@
 package org.attn4j.distributed.training;
 
 import java.util.Arrays;
+import java.util.List;
+import java.util.function.UnaryOperator;
 import java.util.stream.IntStream;
 
 import org.attn4j.distributed.collective.Channels;
@@ -158,6 +160,57 @@ public final class DistributedDecoder {
             }
         }
         return last;
+    }
+
+    /**
+     * The network's output at every step of {@code input}, computed sharded over the group with the strategy's
+     * algorithm (each worker runs its share of the steps, in the strategy's layout) and gathered: the same
+     * {@code [B, outputs, N]} on every worker. The caches are neither used nor changed. Every worker passes the same
+     * input.
+     *
+     * @param input the network's input {@code [B, features, N]}; N a multiple of the layout's parts (S, or 2S for
+     *              zigzag)
+     */
+    public INDArray forward(INDArray input) {
+        return forward(input, x -> net instanceof MultiLayerNetwork mln ? mln.output(x, false)
+                : ((ComputationGraph) net).output(false, x)[0]);
+    }
+
+    /**
+     * {@link #forward(INDArray)} with a forward pass of the caller's: {@code pass} maps a worker's share of the
+     * input {@code [B, features, n]} to its result {@code [B, outputs, n]} (for example a model's logits before its
+     * softmax), and runs while the layers shard their attention over the group.
+     */
+    public INDArray forward(INDArray input, UnaryOperator<INDArray> pass) {
+        if (input == null || input.rank() != 3 || input.size(2) < 1) {
+            throw new IllegalArgumentException("DistributedDecoder.forward: expected an input [B, features, N] with "
+                    + "N >= 1, got " + (input == null ? "null" : Arrays.toString(input.shape())));
+        }
+        int n = Math.toIntExact(input.size(2));
+        SequenceLayout layout = strategy.effectiveLayout(true);
+        int parts = layout == SequenceLayout.ZIGZAG ? 2 * members.length : members.length;
+        if (n % parts != 0) {
+            throw new IllegalArgumentException("DistributedDecoder.forward: N = " + n + " must be a multiple of "
+                    + parts + " (the " + layout.name().toLowerCase(java.util.Locale.ROOT) + " layout over "
+                    + members.length + " workers)");
+        }
+        SequenceShardContext context = new SequenceShardContext(transport, members, strategy, true, n,
+                p -> () -> { });
+        INDArray mine;
+        try (SequenceParallel.Scope scope = SequenceParallel.enter(context)) {
+            mine = pass.apply(steps(input, context.positions()));
+        }
+        if (mine.rank() != 3 || mine.size(2) != context.positions().length) {
+            throw new IllegalStateException("DistributedDecoder.forward: expected " + context.positions().length
+                    + " steps [B, outputs, n] from the pass, got " + Arrays.toString(mine.shape()));
+        }
+        List<INDArray> shares = members.length == 1 ? List.of(mine) : group.allGather(mine.dup('c'));
+        INDArray whole = Nd4j.create(mine.dataType(), mine.size(0), mine.size(1), n);
+        for (int m = 0; m < members.length; m++) {
+            whole.put(new INDArrayIndex[] {NDArrayIndex.all(), NDArrayIndex.all(), new SpecifiedIndex(Arrays.stream(
+                    layout.positions(m, members.length, n)).asLongStream().toArray())}, shares.get(m));
+        }
+        return whole;
     }
 
     /**

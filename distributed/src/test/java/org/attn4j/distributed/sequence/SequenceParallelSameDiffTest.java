@@ -12,6 +12,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.IntStream;
 
 import org.attn4j.distributed.transport.InJvmTransport;
 import org.attn4j.ops.SequenceParallelAttention;
@@ -23,6 +24,7 @@ import org.attn4j.ops.linear.Decay;
 import org.attn4j.ops.linear.LinearAttention;
 import org.attn4j.ops.linear.LinearAttentionGradients;
 import org.attn4j.ops.linear.LinearAttentionOutput;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.attn4j.ops.samediff.SDAttention;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -95,6 +97,54 @@ class SequenceParallelSameDiffTest {
                     layout.shard(v, r, p), layout.shard(g, r, p));
         });
         String ctx = algorithm + " P=" + p + " seed " + seed;
+        String[] names = {"O", "dQ", "dK", "dV"};
+        for (int i = 0; i < names.length; i++) {
+            assertClose(names[i], layout.unshard(parts[i]), expected[i], 1e-12, ctx);
+        }
+    }
+
+    /**
+     * RoPE in the sequence-parallel function: each rank rotates its shard's q and k at their global positions (the
+     * layout's), with the whole length for dynamic scaling; O and the gradients equal single-device attention on q
+     * and k rotated whole (the gradients rotated back), for every softmax algorithm.
+     */
+    @ParameterizedTest
+    @MethodSource("org.attn4j.distributed.sequence.SequenceTesting#softmaxAlgorithms")
+    void withRopeAtGlobalPositionsEveryRankEqualsSingleDeviceAttention(SequenceAlgorithm algorithm) throws Exception {
+        int p = 4;
+        long heads = 4;
+        long kvHeads = algorithm == SequenceAlgorithm.byName("ulysses") ? 4 : 2;
+        SequenceAlgorithm.Settings plain = SequenceAlgorithm.Settings.of(p, N, true).withHeads(heads, kvHeads);
+        SequenceAlgorithm.Settings s = algorithm.name().equals("wallfacer") ? plain.withOption("team", 2) : plain;
+        SequenceLayout layout = algorithm.layout(s);
+        RotaryEmbedding rope = RotaryEmbedding.builder().theta(50).scaling(RotaryEmbedding.Scaling.DYNAMIC, 2)
+                .maxPositions(16).build();
+        long seed = 60 + SequenceAlgorithm.all().indexOf(algorithm);
+        INDArray q = randn(seed, DataType.DOUBLE, 2, heads, N, 8);
+        INDArray k = randn(seed + 1, DataType.DOUBLE, 2, kvHeads, N, 8);
+        INDArray v = randn(seed + 2, DataType.DOUBLE, 2, kvHeads, N, 8);
+        INDArray g = randn(seed + 3, DataType.DOUBLE, 2, heads, N, 8);
+        RotaryEmbedding.Table t = rope.table(8, new int[][] {IntStream.range(0, N).toArray()}, N);
+        INDArray qr = rope.rotate(q, t);
+        INDArray kr = rope.rotate(k, t);
+        FlashAttention op = FlashAttention.defaults();
+        AttentionOutput f = op.forward(qr, kr, v, AttentionMask.causal(), SCALE);
+        AttentionGradients d = op.backward(qr, kr, v, f.output(), f.lse(), g, AttentionMask.causal(), SCALE);
+        INDArray[] expected = {f.output(), rope.rotateBack(d.dq(), t), rope.rotateBack(d.dk(), t), d.dv()};
+
+        INDArray[][] parts = SequenceTesting.onRanks(p, tr -> {
+            int r = tr.rank();
+            SameDiff sd = SameDiff.create();
+            SDVariable out = SDAttention.sequenceParallel(sd.var("q", layout.shard(q, r, p)),
+                    sd.var("k", layout.shard(k, r, p)), sd.var("v", layout.shard(v, r, p)), algorithm.create(tr, s))
+                    .scale(SCALE).rope(rope, sd.constant(Nd4j.createFromArray(layout.positions(r, p, N))), N)
+                    .build("o");
+            out.mul(sd.constant(layout.shard(g, r, p))).sum().rename("loss").markAsLoss();
+            INDArray o = sd.output(Collections.emptyMap(), "o").get("o");
+            Map<String, INDArray> grads = sd.calculateGradients(Collections.emptyMap(), "q", "k", "v");
+            return new INDArray[] {o, grads.get("q"), grads.get("k"), grads.get("v")};
+        });
+        String ctx = algorithm + " P=" + p + " with " + rope;
         String[] names = {"O", "dQ", "dK", "dV"};
         for (int i = 0; i < names.length; i++) {
             assertClose(names[i], layout.unshard(parts[i]), expected[i], 1e-12, ctx);

@@ -46,6 +46,11 @@ final class SequenceTesting {
         return SequenceAlgorithm.all().stream();
     }
 
+    /** Every listed softmax algorithm, for parameterized tests. */
+    static java.util.stream.Stream<SequenceAlgorithm> softmaxAlgorithms() {
+        return algorithms().filter(SequenceAlgorithm::softmax);
+    }
+
     /** A seeded Gaussian array of the given type. */
     static INDArray randn(long seed, DataType type, long... shape) {
         return Nd4j.getRandomFactory().getNewRandomInstance(seed).nextGaussian(shape).castTo(type);

@@ -59,6 +59,19 @@ public record HfConfig(String modelType, int vocab, int hidden, int intermediate
             throw new IllegalArgumentException(dir + ": no config.json (a Hugging Face model directory holds "
                     + "config.json and model.safetensors)");
         }
+        return readFile(file);
+    }
+
+    /**
+     * Reads a {@code config.json} file of any name (a model's shape without its weights, for example).
+     *
+     * @throws IOException              if it cannot be read
+     * @throws IllegalArgumentException as {@link #read}
+     */
+    public static HfConfig readFile(Path file) throws IOException {
+        if (!Files.isRegularFile(file)) {
+            throw new IllegalArgumentException(file + ": no such file");
+        }
         JsonNode root;
         try {
             root = MAPPER.readTree(Files.readString(file));
@@ -70,6 +83,16 @@ public record HfConfig(String modelType, int vocab, int hidden, int intermediate
             throw new IllegalArgumentException(file + ": not a JSON object");
         }
         return of(file.toString(), (ObjectNode) root);
+    }
+
+    /** This configuration with {@code layers} decoder layers ({@code num_hidden_layers}), the rest unchanged. */
+    public HfConfig withLayers(int layers) {
+        if (layers < 1) {
+            throw new IllegalArgumentException("layers must be >= 1, got " + layers);
+        }
+        ObjectNode c = json.deepCopy();
+        c.put("num_hidden_layers", layers);
+        return of("config with " + layers + " layers", c);
     }
 
     /** The configuration of a parsed {@code config.json}; {@code where} names it in messages. */

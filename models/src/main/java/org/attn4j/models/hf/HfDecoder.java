@@ -12,8 +12,10 @@ import java.util.Set;
 import java.util.TreeSet;
 
 import org.attn4j.layers.FlashAttentionLayer;
+import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.SwiGluLayer;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
@@ -54,6 +56,8 @@ import org.nd4j.shade.jackson.databind.ObjectMapper;
 public final class HfDecoder {
 
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** Prompt tokens per {@code rnnTimeStep} call in {@link #prefill}. */
+    static final int PREFILL_CHUNK = 512;
 
     private final HfConfig config;
     private final ComputationGraph graph;
@@ -345,26 +349,63 @@ public final class HfDecoder {
                     + "and topP in (0, 1]; got " + prompt.length + " tokens, " + count + ", " + temperature + ", "
                     + topK + ", " + topP);
         }
-        for (long id : prompt) {
-            if (id < 0 || id >= config.vocab()) {
-                throw new IllegalArgumentException("generate: token ids must be in [0, " + config.vocab() + "), got "
-                        + id);
-            }
-        }
         java.util.Random rnd = new java.util.Random(seed);
-        DataType type = graph.params().dataType();
-        graph.rnnClearPreviousState();
-        INDArray in = Nd4j.createFromArray(prompt).castTo(type).reshape(1, 1, prompt.length);
-        INDArray probabilities = last(graph.rnnTimeStep(in)[0]);
+        INDArray probabilities = prefill(prompt, count);
         long[] out = new long[count];
         for (int i = 0; i < count; i++) {
             out[i] = pick(probabilities.toDoubleVector(), temperature, topK, topP, rnd);
             if (i + 1 < count) {
-                probabilities = last(graph.rnnTimeStep(Nd4j.scalar(type, out[i]).reshape(1, 1, 1))[0]);
+                probabilities = step(out[i]);
             }
         }
         graph.rnnClearPreviousState();
         return out;
+    }
+
+    /**
+     * Starts a sequence for decoding: empties the key/value caches, makes room in them for the prompt and
+     * {@code room} more tokens, and runs the prompt through the network, {@value #PREFILL_CHUNK} tokens per
+     * {@code rnnTimeStep} call (the caches carry the positions on, and the head's output stays {@code [1, vocab,
+     * 512]} at most; in one call under dynamic rope scaling, whose theta grows with the length a call sees).
+     *
+     * @return the next token's distribution {@code [vocab]} after the prompt
+     * @throws IllegalArgumentException for an empty prompt or ids outside the vocabulary
+     */
+    public INDArray prefill(long[] prompt, int room) {
+        if (prompt.length == 0 || room < 0) {
+            throw new IllegalArgumentException("prefill: needs a prompt and room >= 0, got " + prompt.length
+                    + " tokens and " + room);
+        }
+        for (long id : prompt) {
+            checkId(id);
+        }
+        graph.rnnClearPreviousState();
+        KeyValueCaches.reserve(graph, prompt.length + room);
+        int chunk = config.rope().getScaling() == RotaryEmbedding.Scaling.DYNAMIC ? prompt.length : PREFILL_CHUNK;
+        INDArray last = null;
+        for (int from = 0; from < prompt.length; from += chunk) {
+            int to = Math.min(prompt.length, from + chunk);
+            INDArray in = Nd4j.createFromArray(Arrays.copyOfRange(prompt, from, to)).castTo(type())
+                    .reshape(1, 1, to - from);
+            last = last(graph.rnnTimeStep(in)[0]).dup();
+        }
+        return last;
+    }
+
+    /** One more token after {@link #prefill} (or the last step): the next token's distribution {@code [vocab]}. */
+    public INDArray step(long token) {
+        checkId(token);
+        return last(graph.rnnTimeStep(Nd4j.scalar(type(), token).reshape(1, 1, 1))[0]);
+    }
+
+    private DataType type() {
+        return graph.params().dataType();
+    }
+
+    private void checkId(long id) {
+        if (id < 0 || id >= config.vocab()) {
+            throw new IllegalArgumentException("generate: token ids must be in [0, " + config.vocab() + "), got " + id);
+        }
     }
 
     /** The distribution at the last step of a {@code [1, vocab, n]} output. */

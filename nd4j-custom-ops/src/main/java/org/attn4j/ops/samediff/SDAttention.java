@@ -9,6 +9,7 @@ import java.util.UUID;
 
 import org.attn4j.ops.SequenceParallelAttention;
 import org.attn4j.ops.linear.Decay;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.nd4j.autodiff.functions.DifferentialFunction;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
@@ -49,6 +50,7 @@ public final class SDAttention {
         JavaBackedOp.register(new LinearAttentionGradOp());
         JavaBackedOp.register(new SequenceParallelOp());
         JavaBackedOp.register(new SequenceParallelGradOp());
+        JavaBackedOp.register(new RotaryOp());
     }
 
     /**
@@ -99,6 +101,67 @@ public final class SDAttention {
         return new SequenceParallel(q, k, v, algorithm);
     }
 
+    /**
+     * Rotary position embedding ({@link RotaryEmbedding}) of {@code x [B, H, N, D]}: q or k rotated at positions
+     * 0 to N-1, or at the global positions {@link Rotary#positions} gives (a shard's, or restarting per document).
+     * The attention functions apply it to q and k themselves with their {@code rope(...)} setting.
+     */
+    public static Rotary rope(SDVariable x, RotaryEmbedding rope) {
+        return new Rotary(x, rope);
+    }
+
+    /** Settings of a rotary embedding; {@link #build} adds it to the graph. */
+    public static final class Rotary {
+        private final SDVariable x;
+        private final RotaryEmbedding rope;
+        private SDVariable positions;
+        private int length;
+
+        private Rotary(SDVariable x, RotaryEmbedding rope) {
+            this.x = Objects.requireNonNull(x, "x");
+            this.rope = Objects.requireNonNull(rope, "rope");
+        }
+
+        /**
+         * Global positions, integers {@code [N]} shared by the batch or {@code [B, N]} (not differentiated);
+         * default 0 to N-1.
+         */
+        public Rotary positions(SDVariable positions) {
+            this.positions = positions;
+            return this;
+        }
+
+        /**
+         * The global sequence length dynamic (NTK) scaling grows theta from, for a shard whose positions stop short
+         * of it; default the largest position + 1.
+         */
+        public Rotary sequenceLength(int length) {
+            if (length < 0) {
+                throw new IllegalArgumentException("SDAttention.rope: sequence length must be >= 0 (0 = the largest "
+                        + "position + 1), got " + length);
+            }
+            this.length = length;
+            return this;
+        }
+
+        /** Adds the rotation; returns x rotated, named {@code name}. */
+        public SDVariable build(String name) {
+            SDVariable[] in = positions == null ? new SDVariable[] {x} : new SDVariable[] {x, positions};
+            SDVariable out = new RotaryOp(x.getSameDiff(), in, rope, 1, length).outputVariable();
+            return name == null ? out : out.rename(name);
+        }
+    }
+
+    /** q and k rotated by {@code rope} (null: unchanged), at {@code positions} (null: 0 to N-1). */
+    private static SDVariable[] rotated(SDVariable q, SDVariable k, RotaryEmbedding rope, SDVariable positions,
+                                        int length) {
+        if (rope == null) {
+            return new SDVariable[] {q, k};
+        }
+        return new SDVariable[] {rope(q, rope).positions(positions).sequenceLength(length).build(null),
+            rope(k, rope).positions(positions).sequenceLength(length).build(null)};
+    }
+
     /** Settings of a flash attention function; {@link #build} adds it to the graph. */
     public static final class Flash {
         private final SDVariable q;
@@ -109,6 +172,9 @@ public final class SDAttention {
         private SDVariable keyPadding;
         private SDVariable documents;
         private double scale;
+        private RotaryEmbedding rope;
+        private SDVariable ropePositions;
+        private int ropeLength;
 
         private Flash(SDVariable q, SDVariable k, SDVariable v) {
             this.q = requireSameGraph("flash", q, k, v);
@@ -152,6 +218,23 @@ public final class SDAttention {
             return this;
         }
 
+        /** Rotary position embedding of q and k at positions 0 to N-1 (self-attention: Nq = Nk). */
+        public Flash rope(RotaryEmbedding rope) {
+            return rope(rope, null, 0);
+        }
+
+        /**
+         * Rotary position embedding of q and k at global {@code positions} ({@link Rotary#positions}; null: 0 to
+         * N-1), with {@code sequenceLength} for dynamic scaling ({@link Rotary#sequenceLength}; 0: the largest
+         * position + 1).
+         */
+        public Flash rope(RotaryEmbedding rope, SDVariable positions, int sequenceLength) {
+            this.rope = Objects.requireNonNull(rope, "rope");
+            this.ropePositions = positions;
+            this.ropeLength = sequenceLength;
+            return this;
+        }
+
         /** Adds the function; returns O {@code [B, H, Nq, D]} named {@code name}. */
         public SDVariable build(String name) {
             return buildWithLse(name)[0];
@@ -159,6 +242,9 @@ public final class SDAttention {
 
         /** Adds the function; returns O and the softmax log-sum-exp {@code [B, H, Nq]} ({@code name + "_lse"}). */
         public SDVariable[] buildWithLse(String name) {
+            SDVariable[] qk = rotated(q, k, rope, ropePositions, ropeLength);
+            SDVariable q = qk[0];
+            SDVariable k = qk[1];
             List<SDVariable> in = new ArrayList<>(List.of(q, k, v));
             int optional = 0;
             if (keyPadding != null) {
@@ -264,6 +350,9 @@ public final class SDAttention {
         private final SDVariable v;
         private final SequenceParallelAttention<?> algorithm;
         private double scale;
+        private RotaryEmbedding rope;
+        private SDVariable ropePositions;
+        private int ropeLength;
 
         private SequenceParallel(SDVariable q, SDVariable k, SDVariable v, SequenceParallelAttention<?> algorithm) {
             this.q = requireSameGraph("sequenceParallel", q, k, v);
@@ -278,11 +367,28 @@ public final class SDAttention {
             return this;
         }
 
+        /**
+         * Rotary position embedding of this worker's q and k at their global {@code positions} (integers
+         * {@code [n]}: the positions of this worker's rows in the whole sequence, by the algorithm's layout), with
+         * the whole sequence's length for dynamic scaling.
+         */
+        public SequenceParallel rope(RotaryEmbedding rope, SDVariable positions, int sequenceLength) {
+            this.rope = Objects.requireNonNull(rope, "rope");
+            this.ropePositions = Objects.requireNonNull(positions, "positions");
+            if (sequenceLength < 1) {
+                throw new IllegalArgumentException("SDAttention.sequenceParallel: rope needs the whole sequence's "
+                        + "length, got " + sequenceLength);
+            }
+            this.ropeLength = sequenceLength;
+            return this;
+        }
+
         /** Adds the function; returns this worker's rows of O named {@code name}. */
         public SDVariable build(String name) {
             String key = "attn4j-sp-" + UUID.randomUUID();
             SequenceParallelOp.bind(key, algorithm);
-            SDVariable out = new SequenceParallelOp(q.getSameDiff(), new SDVariable[] {q, k, v}, key, scale)
+            SDVariable[] qk = rotated(q, k, rope, ropePositions, ropeLength);
+            SDVariable out = new SequenceParallelOp(q.getSameDiff(), new SDVariable[] {qk[0], qk[1], v}, key, scale)
                     .outputVariable();
             return name == null ? out : out.rename(name);
         }

@@ -14,7 +14,7 @@ import picocli.CommandLine.Spec;
         subcommands = {AttentionBenchCommand.class, LinearBenchCommand.class, ThreadingBenchCommand.class,
             DistributedBenchCommand.class, ClusterBenchCommand.class, ZeroBenchCommand.class, TrainingBenchCommand.class,
             SameDiffBenchCommand.class, AllBenchCommand.class, TransportBenchCommand.class, PackedBenchCommand.class,
-            GenerateBenchCommand.class, PrefillBenchCommand.class})
+            GenerateBenchCommand.class, PrefillBenchCommand.class, LlamaBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Spec

@@ -5,12 +5,32 @@ import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
 
+import org.attn4j.distributed.collective.Communicator;
+import org.attn4j.distributed.launch.JobEnvironment;
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.distributed.sequence.SequenceAlgorithm;
+import org.attn4j.distributed.sequence.SequenceLayout;
+import org.attn4j.distributed.training.DistributedDecoder;
+import org.attn4j.distributed.training.ParallelStrategy;
+import org.attn4j.distributed.training.ZeroStage;
+import org.attn4j.distributed.transport.AeronTransport;
+import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
 import org.attn4j.models.hf.HfTokenizer;
+import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.JobRank;
+import org.attn4j.samples.StrategyOption;
 import org.attn4j.samples.UserInputException;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -46,6 +66,15 @@ public final class HfCommand implements Runnable {
             case "float64" -> DataType.DOUBLE;
             default -> throw new UserInputException("--dtype must be float32 or float64, got " + dtype);
         };
+    }
+
+    /** The configuration of the model at {@code dir}, or one line saying what is wrong with it. */
+    static HfConfig config(Path dir) throws IOException {
+        try {
+            return HfConfig.read(dir);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage());
+        }
     }
 
     /** The model at {@code dir}, or one line saying what is wrong with it. */
@@ -86,7 +115,8 @@ public final class HfCommand implements Runnable {
 
     /** {@code attn4j hf logits}. */
     @Command(name = "logits", mixinStandardHelpOptions = true, sortOptions = false,
-            description = "Write the logits [B, N, vocab] of int64 token ids [B, N] as OUT/logits.npy (float32).")
+            description = {"Write the logits [B, N, vocab] of int64 token ids [B, N] as OUT/logits.npy (float32).",
+                "With --workers P the forward pass runs sequence-parallel over P worker processes; rank 0 writes."})
     public static final class Logits implements Callable<Integer> {
         @Option(names = "--model", paramLabel = "DIR", required = true,
                 description = "A Hugging Face model directory (config.json, safetensors).")
@@ -102,25 +132,114 @@ public final class HfCommand implements Runnable {
                 description = "float32 or float64 (default: ${DEFAULT-VALUE}).")
         String dtype;
 
+        @Option(names = "--workers", paramLabel = "P", defaultValue = "1",
+                description = "Worker processes to shard the sequence over (default: ${DEFAULT-VALUE}).")
+        int workers;
+
+        @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring",
+                completionCandidates = StrategyOption.Names.class,
+                description = "Sequence-parallel attention with --workers: ${COMPLETION-CANDIDATES} (softmax "
+                        + "algorithms; default: ${DEFAULT-VALUE}).")
+        String strategy;
+
         @Spec
         CommandSpec spec;
 
         @Override
-        public Integer call() throws IOException {
+        public Integer call() throws IOException, InterruptedException {
             INDArray ids = ids(tokens, 2, "--tokens");
-            HfDecoder m = load(model, dtype);
-            long vocab = m.config().vocab();
+            HfConfig config = config(model);
+            long vocab = config.vocab();
             long largest = ids.maxNumber().longValue();
             if (ids.minNumber().longValue() < 0 || largest >= vocab) {
                 throw new UserInputException("--tokens " + tokens + ": ids must be in [0, " + vocab + "), got "
                         + ids.minNumber() + " to " + largest);
             }
-            INDArray logits = m.logits(ids).castTo(DataType.FLOAT);
+            type(dtype);
+            Optional<JobEnvironment> job = JobRank.detect(spec, workers);
+            int p = job.map(JobEnvironment::worldSize).orElse(workers);
+            if (p < 1 || p > 64) {
+                throw new UserInputException("--workers must be in [1, 64], got " + p);
+            }
+            ParallelStrategy parallel = p == 1 ? null : strategy(p, config, Math.toIntExact(ids.size(1)));
+            if (p > 1 && job.isEmpty()) {
+                return launch(p);
+            }
+            HfDecoder m = load(model, dtype);
+            INDArray logits;
+            boolean writes = true;
+            if (parallel == null) {
+                logits = m.logits(ids);
+            } else {
+                try (AeronTransport t = AeronTransport.fromEnvironment()) {
+                    INDArray in = ids.reshape(ids.size(0), 1, ids.size(1));
+                    INDArray timeLast = DistributedDecoder.of(m.graph(), t, parallel).forward(in,
+                            x -> m.logits(x.reshape(x.size(0), x.size(2))).permute(0, 2, 1));
+                    logits = timeLast.permute(0, 2, 1);
+                    writes = t.rank() == 0;
+                    Communicator.world(t).barrier();      // no rank closes while another still receives
+                }
+            }
+            if (!writes) {
+                return 0;
+            }
+            logits = logits.castTo(DataType.FLOAT).dup('c');
             Files.createDirectories(out);
             Path file = writeNpy(logits, out.resolve("logits.npy"));
             PrintWriter o = spec.commandLine().getOut();
             o.println("wrote " + file + " " + Arrays.toString(logits.shape()));
             o.flush();
+            return 0;
+        }
+
+        /** The strategy over {@code p} workers, checked against the model and the sequence length. */
+        private ParallelStrategy strategy(int p, HfConfig c, int n) {
+            StrategyOption s = StrategyOption.parse(strategy);
+            if (!s.algo().softmax()) {
+                throw new UserInputException("--strategy " + s.name() + " is a linear-attention algorithm; these "
+                        + "models need a softmax one (" + SequenceAlgorithm.names(true) + ", zigzag)");
+            }
+            ParallelStrategy parallel;
+            try {
+                parallel = new ParallelStrategy(1, p, s.algo(), s.layout(), Map.of(), ZeroStage.NONE);
+                parallel.algorithm().validate(parallel.settings(n, true, 0).withHeads(c.heads(), c.kvHeads()));
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--strategy " + s.name() + " with --workers " + p + " and N = " + n
+                        + ": " + e.getMessage());
+            }
+            int parts = parallel.effectiveLayout(true) == SequenceLayout.ZIGZAG ? 2 * p : p;
+            if (n % parts != 0) {
+                throw new UserInputException("--tokens " + tokens + ": N = " + n + " must be a multiple of " + parts
+                        + " to shard over " + p + " workers with --strategy " + s.name());
+            }
+            return parallel;
+        }
+
+        /** Runs this command in {@code p} worker processes; rank 0 writes. */
+        private Integer launch(int p) throws IOException, InterruptedException {
+            List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());
+            Map<Integer, String> lastError = new ConcurrentHashMap<>();
+            PrintWriter o = spec.commandLine().getOut();
+            LaunchResult r = LocalLauncher.builder(p, Attn4jCli.class.getName()).args(args).heap("1g")
+                    .stopGrace(Duration.ofSeconds(30)).output(line -> {
+                        if (line.startsWith("[rank 0] ")) {
+                            synchronized (o) {
+                                o.println(line.substring("[rank 0] ".length()));
+                                o.flush();
+                            }
+                        }
+                    }, line -> {
+                        int at = line.indexOf("] ");
+                        if (line.startsWith("[rank ") && at > 0) {
+                            lastError.put(Integer.parseInt(line.substring(6, at)), line.substring(at + 2));
+                        }
+                    }).build().run();
+            if (!r.succeeded()) {
+                int rank = r.firstFailedRank();
+                String why = rank >= 0 && lastError.containsKey(rank) ? "rank " + rank + ": " + lastError.get(rank)
+                        : r.toString();
+                throw new UserInputException("logits on " + p + " workers failed: " + why);
+            }
             return 0;
         }
     }

@@ -122,6 +122,15 @@ public final class PeakMemory {
         }
     }
 
+    /**
+     * The highest resident set size of this process since it started (Linux {@code VmHWM}, what
+     * {@code getrusage}'s {@code ru_maxrss} reports), in bytes; -1 where the kernel does not say.
+     */
+    public static long processPeakBytes() {
+        long kb = readStatusKb("VmHWM");
+        return kb < 0 ? -1 : kb * 1024;
+    }
+
     static long readStatusKb(String key) {
         try {
             for (String line : Files.readAllLines(STATUS, StandardCharsets.US_ASCII)) {

@@ -30,6 +30,7 @@ import org.attn4j.ops.Documents;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.JobRank;
 import org.attn4j.samples.MemoryLimit;
+import org.attn4j.samples.StrategyOption;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.Sizes;
 import org.attn4j.samples.UserInputException;
@@ -132,7 +133,7 @@ public final class TrainCommand implements Callable<Integer> {
             description = "Worker processes (default: ${DEFAULT-VALUE}).")
     int workers;
 
-    @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring", completionCandidates = StrategyNames.class,
+    @Option(names = "--strategy", paramLabel = "ALGO", defaultValue = "ring", completionCandidates = StrategyOption.Names.class,
             description = "Sequence-parallel attention: ${COMPLETION-CANDIDATES} (zigzag: ring on the zigzag "
                     + "layout; linear-attention algorithms go with --attention linear; default: ${DEFAULT-VALUE}).")
     String strategy;
@@ -182,7 +183,7 @@ public final class TrainCommand implements Callable<Integer> {
         GptGraph.Attention kind = attentionKind();
         TrainingTask t = task();
         // The name is checked even for one worker: a typo should not pass silently until --workers 2.
-        StrategyName name = strategyName();
+        StrategyOption name = StrategyOption.parse(strategy);
         Optional<JobEnvironment> job = JobRank.detect(spec, workers);
         if (job.isPresent()) {
             workers = job.get().worldSize();                 // one rank of a job a scheduler (or launch) started
@@ -545,25 +546,7 @@ public final class TrainCommand implements Callable<Integer> {
         return TrainingTask.packed(t, shortest);
     }
 
-    /** {@code --strategy} resolved: the algorithm, and the layout it names (null = the algorithm's default). */
-    private record StrategyName(String name, SequenceAlgorithm algo, SequenceLayout layout) {
-    }
-
-    private StrategyName strategyName() {
-        String name = strategy.strip().toLowerCase(Locale.ROOT);
-        if (name.equals("zigzag")) {
-            return new StrategyName(name, SequenceAlgorithm.byName("ring"), SequenceLayout.ZIGZAG);
-        }
-        try {
-            SequenceAlgorithm algo = SequenceAlgorithm.byName(name);
-            // Plain "ring" keeps its contiguous layout even for causal models; "zigzag" names the balanced one.
-            return new StrategyName(name, algo, algo.name().equals("ring") ? SequenceLayout.CONTIGUOUS : null);
-        } catch (IllegalArgumentException e) {
-            throw new UserInputException("--strategy: " + e.getMessage() + ", zigzag");
-        }
-    }
-
-    private ParallelStrategy parallelStrategy(GptGraph.Attention kind, StrategyName s) {
+    private ParallelStrategy parallelStrategy(GptGraph.Attention kind, StrategyOption s) {
         if (kind == GptGraph.Attention.STOCK) {
             throw new UserInputException("--attention stock is DL4J's own layer, which cannot run sequence-parallel; "
                     + "use flash or linear with --workers " + workers);
@@ -652,16 +635,6 @@ public final class TrainCommand implements Callable<Integer> {
         private String clock(double seconds) {
             long s = Math.round(seconds);
             return String.format(Locale.ROOT, "%d:%02d", s / 60, s % 60);
-        }
-    }
-
-    /** The names {@code --strategy} takes: every sequence-parallel algorithm, and zigzag. */
-    static final class StrategyNames implements Iterable<String> {
-        @Override
-        public Iterator<String> iterator() {
-            List<String> names = new ArrayList<>(SequenceAlgorithm.all().stream().map(SequenceAlgorithm::name).toList());
-            names.add(1, "zigzag");
-            return names.iterator();
         }
     }
 }

@@ -64,6 +64,31 @@ class HfCommandTest {
     }
 
     @Test
+    void logitsOverTwoWorkersEqualTransformers() {
+        Path dir = fixtures().resolve("hf-tiny").resolve("qwen2-bias-tied-bf16");
+        CliRun r = CliRun.of("hf", "logits", "--model", dir.resolve("model").toString(), "--tokens",
+                dir.resolve("tokens.npy").toString(), "--workers", "2", "--strategy", "zigzag", "--out",
+                tmp.resolve("sp").toString());
+        assertEquals(0, r.exitCode(), r.err() + r.out());
+        INDArray expected = npy(dir.resolve("logits.npy")).castTo(DataType.DOUBLE);
+        INDArray got = npy(tmp.resolve("sp").resolve("logits.npy")).castTo(DataType.DOUBLE);
+        assertArrayEquals(expected.shape(), got.shape());
+        double error = got.sub(expected).amaxNumber().doubleValue() / expected.amaxNumber().doubleValue();
+        assertTrue(error <= 1e-4, "two workers, zigzag: " + error + " of the largest logit");
+
+        CliRun uneven = CliRun.of("hf", "logits", "--model", dir.resolve("model").toString(), "--tokens",
+                dir.resolve("tokens.npy").toString(), "--workers", "3", "--out", tmp.resolve("three").toString());
+        assertEquals(1, uneven.exitCode());
+        assertEquals(1, uneven.errLines().length, uneven.err());
+        assertTrue(uneven.err().contains("N = 40 must be a positive multiple of 3"), uneven.err());
+        CliRun linear = CliRun.of("hf", "logits", "--model", dir.resolve("model").toString(), "--tokens",
+                dir.resolve("tokens.npy").toString(), "--workers", "2", "--strategy", "lasp", "--out",
+                tmp.resolve("lasp").toString());
+        assertEquals(1, linear.exitCode());
+        assertTrue(linear.err().contains("linear-attention algorithm"), linear.err());
+    }
+
+    @Test
     void tokenizePrintsTheIdsOfTheTokenizer() throws Exception {
         Path dir = fixtures().resolve("tokenizer-bpe");
         JsonNode first = new ObjectMapper().readTree(Files.readString(dir.resolve("cases.json"))).get(0);

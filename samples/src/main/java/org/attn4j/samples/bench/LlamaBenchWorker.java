@@ -1,0 +1,87 @@
+package org.attn4j.samples.bench;
+
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Random;
+
+import org.attn4j.models.hf.HfConfig;
+import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.samples.metrics.PeakMemory;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * One measurement of {@code attn4j bench llama}, in a process of its own so that its peak resident memory is its
+ * alone: args {@code CONFIG LAYERS MODE N BATCH NEW_TOKENS}. Builds the model of CONFIG (LAYERS > 0 replaces its
+ * layer count) with random weights in float32; {@code decode}: a prompt of N random tokens (not timed), then
+ * NEW_TOKENS greedy tokens with the key/value cache, timed. Prints
+ * {@code RESULT mode,n,batch,tokens_per_s,peak_rss_mb} (the process's peak resident memory, {@code VmHWM}); a
+ * failure prints {@code FAILED reason} (one line) and exits 1.
+ */
+public final class LlamaBenchWorker {
+
+    static final String RESULT = "RESULT ";
+    static final String FAILED = "FAILED ";
+
+    private LlamaBenchWorker() {
+    }
+
+    /** Entry point; see the class comment. */
+    public static void main(String[] args) {
+        try {
+            HfConfig c = HfConfig.readFile(Path.of(args[0]));
+            int layers = Integer.parseInt(args[1]);
+            if (layers > 0) {
+                c = c.withLayers(layers);
+            }
+            String mode = args[2];
+            int n = Integer.parseInt(args[3]);
+            int batch = Integer.parseInt(args[4]);
+            int newTokens = Integer.parseInt(args[5]);
+            Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
+            HfDecoder model = HfDecoder.random(c, DataType.FLOAT, 1);
+            double tokensPerSecond = switch (mode) {
+                case "decode" -> decode(model, n, batch, newTokens);
+                default -> throw new IllegalArgumentException("mode must be decode, got " + mode);
+            };
+            System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.1f,%.0f%n", RESULT, mode, n, batch, tokensPerSecond,
+                    PeakMemory.processPeakBytes() / (1024.0 * 1024.0));
+            System.out.flush();
+        } catch (Throwable e) {
+            System.out.println(FAILED + e.getClass().getSimpleName() + ": "
+                    + String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
+            System.out.flush();
+            System.exit(1);
+        }
+    }
+
+    /**
+     * Greedy tokens per second with the key/value cache after a prompt of {@code n} random tokens; a short
+     * untimed generation first (the JIT), as the anchor does.
+     */
+    private static double decode(HfDecoder model, int n, int batch, int newTokens) {
+        if (batch != 1) {
+            throw new IllegalArgumentException("decode runs one sequence (batch 1), got batch " + batch);
+        }
+        Random rnd = new Random(0);
+        int vocab = model.config().vocab();
+        model.generate(random(rnd, 16, vocab), 4, 0, 0, 1, 0);
+        model.prefill(random(rnd, n, vocab), newTokens);
+        long next = 0;
+        long t0 = System.nanoTime();
+        for (int i = 0; i < newTokens; i++) {
+            INDArray p = model.step(next);
+            next = p.argMax().getLong(0);
+        }
+        return newTokens / ((System.nanoTime() - t0) / 1e9);
+    }
+
+    private static long[] random(Random rnd, int n, int vocab) {
+        long[] t = new long[n];
+        for (int i = 0; i < n; i++) {
+            t[i] = rnd.nextInt(vocab);
+        }
+        return t;
+    }
+}

@@ -1,0 +1,57 @@
+package org.attn4j.samples;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code attn4j bench llama} on the tiny Llama's shape ({@code ../shared/fixtures}): one CSV row per prompt length
+ * with a positive rate and peak memory, the anchor's row read from what its {@code run.sh} prints (a stand-in
+ * script here) into its own CSV and the markdown table beside attn4j's, bad options in one line.
+ */
+class LlamaBenchCommandTest {
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void writesARowPerLengthAndTheAnchorsBesideIt() throws Exception {
+        Path config = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model", "config.json")
+                .toAbsolutePath().normalize();
+        Assumptions.assumeTrue(Files.isRegularFile(config), "no fixture at " + config);
+        Path anchor = Files.createDirectories(tmp.resolve("anchor"));
+        Files.writeString(anchor.resolve("run.sh"), "echo 'loading'\n"
+                + "echo 'mode,n,batch,threads,tokens_per_s,peak_rss_mb,torch,transformers'\n"
+                + "echo \"$1,$5,1,2,123.4,567,2.9.0,5.18.0\"\n");
+        CliRun r = CliRun.of("bench", "llama", "--config", config.toString(), "--n", "40,72", "--new-tokens", "3",
+                "--compare-hf", anchor.toString(), "--out", tmp.resolve("out").toString());
+        assertEquals(0, r.exitCode(), r.err() + r.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("out").resolve("bench-llama.csv"));
+        assertEquals("mode,n,batch,tokens_per_s,peak_rss_mb", csv.get(0));
+        assertEquals(3, csv.size(), String.join("\n", csv));
+        for (int i = 1; i < 3; i++) {
+            String[] f = csv.get(i).split(",");
+            assertEquals(List.of("decode", i == 1 ? "40" : "72", "1"), List.of(f[0], f[1], f[2]));
+            assertTrue(Double.parseDouble(f[3]) > 0 && Double.parseDouble(f[4]) > 50, csv.get(i));
+        }
+        assertEquals(List.of("mode,n,batch,tokens_per_s,peak_rss_mb,torch,transformers",
+                "decode,40,1,123.4,567,2.9.0,5.18.0", "decode,72,1,123.4,567,2.9.0,5.18.0"),
+                Files.readAllLines(tmp.resolve("out").resolve("bench-llama-hf.csv")));
+        String md = Files.readString(tmp.resolve("out").resolve("benchmarks.md"));
+        assertTrue(md.contains("| decode | 40 | " + csv.get(1).split(",")[3] + " | 123.4 |"), md);
+        BenchMarkdown.assertMethodInOneParagraph(md, "Llama-family models beside Hugging Face transformers");
+
+        CliRun bad = CliRun.of("bench", "llama", "--config", config.toString(), "--mode", "sample", "--out",
+                tmp.resolve("bad").toString());
+        assertEquals(1, bad.exitCode());
+        assertEquals(1, bad.errLines().length, bad.err());
+        assertTrue(bad.err().contains("--mode must be decode, got sample"), bad.err());
+    }
+}
