@@ -33,7 +33,9 @@ import org.slf4j.LoggerFactory;
  * they override the builder's), and the environment of this process
  * plus the {@link WorkerEnvironment} variables: its rank, the world size, peers {@code 127.0.0.1:port} on free
  * UDP ports, and a fresh random job token; {@code OMP_NUM_THREADS} and {@code OPENBLAS_NUM_THREADS} are 1 (the
- * workers share the cores). Every line a worker prints is passed on with a {@code [rank r] } prefix.
+ * workers share the cores). Every line a worker prints is passed on with a {@code [rank r] } prefix. With
+ * {@code ATTN4J_WORKER_CDS_DIR} set, the workers share a class-data archive kept there ({@link ClassArchive}), and
+ * start faster once it exists.
  *
  * <p>When a worker exits non-zero, the others get {@link Builder#stopGrace} to exit by themselves (their
  * transports notice the dead peer within their timeout and say so), then the launcher stops them (SIGTERM, and
@@ -101,9 +103,11 @@ public final class LocalLauncher {
         Thread hook = new Thread(() -> processes.forEach(Process::destroyForcibly), "attn4j-launcher-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
         long start = System.nanoTime();
+        java.util.Optional<ClassArchive> archive = ClassArchive.of(b.classPath, b.classArchiveDir,
+                ClassArchive.ENOUGH_CLASSES);
         try {
             for (int r = 0; r < p; r++) {
-                Process proc = start(r, ports, token);
+                Process proc = start(r, ports, token, archive);
                 processes.add(proc);
                 pumps.add(pump(proc.getInputStream(), r, b.stdout));
                 pumps.add(pump(proc.getErrorStream(), r, b.stderr));
@@ -116,6 +120,7 @@ public final class LocalLauncher {
             for (Thread t : pumps) {
                 t.join(TimeUnit.SECONDS.toMillis(5));
             }
+            archive.ifPresent(ClassArchive::afterLaunch);
             return result;
         } catch (IOException | InterruptedException | RuntimeException e) {
             stop(processes, new boolean[p]);
@@ -129,15 +134,17 @@ public final class LocalLauncher {
         }
     }
 
-    private Process start(int rank, int[] ports, String token) throws IOException {
+    private Process start(int rank, int[] ports, String token, java.util.Optional<ClassArchive> archive)
+            throws IOException {
         List<String> cmd = new ArrayList<>(b.prefix.apply(rank));
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.add("-Xmx" + b.heap);
         cmd.addAll(JVM_FLAGS);
         cmd.addAll(b.jvmArgs);
         cmd.addAll(workerJavaOptions(System.getenv(WORKER_JAVA_OPTS)));
+        archive.ifPresent(a -> cmd.addAll(a.flags(rank)));
         cmd.add("-cp");
-        cmd.add(b.classPath);
+        cmd.add(archive.map(ClassArchive::classPath).orElse(b.classPath));
         cmd.add(b.mainClass);
         cmd.addAll(b.args);
         ProcessBuilder pb = new ProcessBuilder(cmd);
@@ -254,6 +261,7 @@ public final class LocalLauncher {
         private String heap = "2g";
         private List<String> jvmArgs = List.of();
         private String classPath = System.getProperty("java.class.path");
+        private String classArchiveDir = System.getenv(ClassArchive.DIR);
         private Duration timeout;
         private Duration stopGrace = Duration.ofSeconds(10);
         private final Map<String, String> env = new LinkedHashMap<>();
@@ -294,6 +302,15 @@ public final class LocalLauncher {
         /** More JVM flags for each worker, after the built-in ones. */
         public Builder jvmArgs(List<String> flags) {
             this.jvmArgs = List.copyOf(flags);
+            return this;
+        }
+
+        /**
+         * Where the workers' class-data archive is kept ({@link ClassArchive}; default: the directory
+         * {@code ATTN4J_WORKER_CDS_DIR} names, if any); null for none.
+         */
+        public Builder classArchiveDir(Path dir) {
+            this.classArchiveDir = dir == null ? null : dir.toString();
             return this;
         }
 
