@@ -32,8 +32,8 @@ class ZeroBenchCommandTest {
 
     @Test
     void measuredOffHeapBytesPerWorkerFallByWhatEachStageShards() throws Exception {
-        CliRun run = CliRun.of("bench", "zero", "--workers", Integer.toString(W), "--steps", "2", "--readings", "2", "--out",
-                tmp.toString());
+        CliRun run = CliRun.of("bench", "zero", "--workers", Integer.toString(W), "--steps", "2", "--readings", "2",
+                "--jobs", "2", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-zero.csv"));
         assertEquals("workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,current_parameter_bytes,"

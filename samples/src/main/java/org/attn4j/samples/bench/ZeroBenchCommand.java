@@ -66,6 +66,11 @@ public final class ZeroBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}).")
     int steps;
 
+    @Option(names = "--jobs", paramLabel = "J", defaultValue = "1",
+            description = "Launches measured at once (each process reads only its own memory; more jobs need more "
+                    + "memory and finish sooner; default: ${DEFAULT-VALUE}).")
+    int jobs;
+
     @Option(names = "--readings", paramLabel = "R", defaultValue = "6",
             description = "Memory readings per point, a second apart; the least counts (default: ${DEFAULT-VALUE}).")
     int readings;
@@ -140,16 +145,36 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                     + readings);
         }
         Setup setup = new Setup(width, blocks, steps, 2, 32, readings);
+        if (jobs < 1) {
+            throw new UserInputException("--jobs must be >= 1, got " + jobs);
+        }
         PrintWriter log = spec.commandLine().getOut();
-        List<Row> rows = new ArrayList<>();
+        List<java.util.concurrent.Callable<Row>> points = new ArrayList<>();
         for (ZeroStage z : ZeroStage.values()) {
             for (int w : ws) {
-                Row r = measure(w, z, setup);
-                log.printf(Locale.ROOT, "W=%d stage %d: %.1f MB off-heap per worker%n", w, z.stage(),
-                        r.measuredBytes() / 1e6);
-                log.flush();
-                rows.add(r);
+                points.add(() -> {
+                    Row r = measure(w, z, setup);
+                    synchronized (log) {
+                        log.printf(Locale.ROOT, "W=%d stage %d: %.1f MB off-heap per worker%n", w, z.stage(),
+                                r.measuredBytes() / 1e6);
+                        log.flush();
+                    }
+                    return r;
+                });
             }
+        }
+        List<Row> rows = new ArrayList<>();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(jobs);
+        try {
+            for (java.util.concurrent.Future<Row> f : pool.invokeAll(points)) {
+                try {
+                    rows.add(f.get());
+                } catch (java.util.concurrent.ExecutionException e) {
+                    throw e.getCause() instanceof Exception cause ? cause : e;
+                }
+            }
+        } finally {
+            pool.shutdownNow();
         }
         Files.createDirectories(out);
         StringBuilder csv = new StringBuilder(HEADER).append('\n');
