@@ -196,12 +196,13 @@ public final class DistributedDecoder {
         }
         SequenceShardContext context = new SequenceShardContext(transport, members, strategy, true, n,
                 p -> () -> { });
+        int[] positions = context.positions();
         INDArray mine;
         try (SequenceParallel.Scope scope = SequenceParallel.enter(context)) {
-            mine = pass.apply(steps(input, context.positions()));
+            mine = pass.apply(steps(input, positions));
         }
-        if (mine.rank() != 3 || mine.size(2) != context.positions().length) {
-            throw new IllegalStateException("DistributedDecoder.forward: expected " + context.positions().length
+        if (mine.rank() != 3 || mine.size(2) != positions.length) {
+            throw new IllegalStateException("DistributedDecoder.forward: expected " + positions.length
                     + " steps [B, outputs, n] from the pass, got " + Arrays.toString(mine.shape()));
         }
         List<INDArray> shares = members.length == 1 ? List.of(mine) : group.allGather(mine.dup('c'));

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import org.attn4j.distributed.launch.LaunchResult;
@@ -160,29 +159,18 @@ public final class LlamaBenchCommand implements Callable<Integer> {
 
     /** attn4j's row at prompt length {@code n}, from a worker process on every core. */
     private String measure(int n) throws IOException, InterruptedException {
-        List<String> rows = new CopyOnWriteArrayList<>();
-        List<String> reasons = new CopyOnWriteArrayList<>();
+        WorkerLines lines = new WorkerLines();
         String cores = Integer.toString(Runtime.getRuntime().availableProcessors());
         LaunchResult r = LocalLauncher.builder(1, LlamaBenchWorker.class.getName())
                 .args(List.of(config.toAbsolutePath().toString(), Integer.toString(layers), mode, Integer.toString(n),
                         Integer.toString(batch), Integer.toString(newTokens)))
                 .heap(heap).timeout(Duration.ofHours(2))
                 .env("OMP_NUM_THREADS", cores).env("OPENBLAS_NUM_THREADS", cores)
-                .output(line -> {
-                    int at = line.indexOf(LlamaBenchWorker.RESULT);
-                    if (at >= 0) {
-                        rows.add(line.substring(at + LlamaBenchWorker.RESULT.length()).strip());
-                    }
-                    int failed = line.indexOf(LlamaBenchWorker.FAILED);
-                    if (failed >= 0) {
-                        reasons.add(line.substring(failed + LlamaBenchWorker.FAILED.length()).strip());
-                    }
-                }, line -> { }).build().run();
-        if (!r.succeeded() || rows.isEmpty()) {
-            throw new UserInputException("bench llama at N = " + n + " failed: " + (reasons.isEmpty() ? r.toString()
-                    : reasons.get(0)));
+                .output(lines.sink(), line -> { }).build().run();
+        if (!r.succeeded() || lines.results().isEmpty()) {
+            throw new UserInputException("bench llama at N = " + n + " failed: " + lines.firstFailure(r.toString()));
         }
-        return rows.get(0);
+        return lines.results().get(0);
     }
 
     /**

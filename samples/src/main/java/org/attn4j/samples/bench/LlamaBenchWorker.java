@@ -21,9 +21,6 @@ import org.nd4j.linalg.factory.Nd4j;
  */
 public final class LlamaBenchWorker {
 
-    static final String RESULT = "RESULT ";
-    static final String FAILED = "FAILED ";
-
     private LlamaBenchWorker() {
     }
 
@@ -45,14 +42,11 @@ public final class LlamaBenchWorker {
                 case "decode" -> decode(model, n, batch, newTokens);
                 default -> throw new IllegalArgumentException("mode must be decode, got " + mode);
             };
-            System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.1f,%.0f%n", RESULT, mode, n, batch, tokensPerSecond,
+            System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.1f,%.0f%n", WorkerLines.RESULT, mode, n, batch, tokensPerSecond,
                     PeakMemory.processPeakBytes() / (1024.0 * 1024.0));
             System.out.flush();
         } catch (Throwable e) {
-            System.out.println(FAILED + e.getClass().getSimpleName() + ": "
-                    + String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
-            System.out.flush();
-            System.exit(1);
+            WorkerLines.fail(e);
         }
     }
 

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CopyOnWriteArrayList;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
@@ -130,28 +129,17 @@ public final class PrefillBenchCommand implements Callable<Integer> {
 
     /** Runs P workers with {@code threads} cores each; rank 0's result row. */
     private String run(int p, int threads) throws IOException, InterruptedException {
-        List<String> rows = new CopyOnWriteArrayList<>();
-        List<String> reasons = new CopyOnWriteArrayList<>();
+        WorkerLines lines = new WorkerLines();
         LaunchResult r = LocalLauncher.builder(p, PrefillBenchWorker.class.getName())
                 .args(List.of(algo, Integer.toString(length), Integer.toString(rounds), Integer.toString(steps)))
                 .heap(heap).timeout(Duration.ofMinutes(30))
                 .jvmArgs(List.of("-XX:ActiveProcessorCount=" + threads))
                 .env("OMP_NUM_THREADS", Integer.toString(threads))
                 .env("OPENBLAS_NUM_THREADS", Integer.toString(threads))
-                .output(line -> {
-                    int at = line.indexOf(PrefillBenchWorker.RESULT);
-                    if (at >= 0) {
-                        rows.add(line.substring(at + PrefillBenchWorker.RESULT.length()).strip());
-                    }
-                    int failed = line.indexOf(PrefillBenchWorker.FAILED);
-                    if (failed >= 0) {
-                        reasons.add(line.substring(failed + PrefillBenchWorker.FAILED.length()).strip());
-                    }
-                }, line -> { }).build().run();
-        if (!r.succeeded() || rows.isEmpty()) {
-            throw new UserInputException("prefill on " + p + " workers failed: " + (reasons.isEmpty() ? r.toString()
-                    : reasons.get(0)));
+                .output(lines.sink(), line -> { }).build().run();
+        if (!r.succeeded() || lines.results().isEmpty()) {
+            throw new UserInputException("prefill on " + p + " workers failed: " + lines.firstFailure(r.toString()));
         }
-        return rows.get(0);
+        return lines.results().get(0);
     }
 }

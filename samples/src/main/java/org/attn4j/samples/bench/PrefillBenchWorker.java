@@ -24,9 +24,6 @@ import org.nd4j.linalg.factory.Nd4j;
  */
 public final class PrefillBenchWorker {
 
-    static final String RESULT = "RESULT ";
-    static final String FAILED = "FAILED ";
-
     private PrefillBenchWorker() {
     }
 
@@ -40,10 +37,7 @@ public final class PrefillBenchWorker {
         try {
             run(algorithm, n, rounds, steps);
         } catch (Throwable e) {
-            System.out.println(FAILED + e.getClass().getSimpleName() + ": "
-                    + String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
-            System.out.flush();
-            System.exit(1);
+            WorkerLines.fail(e);
         }
     }
 
@@ -68,7 +62,7 @@ public final class PrefillBenchWorker {
             long cache = KeyValueCaches.bytes(net);
             world.barrier();                                    // no rank closes while another still receives
             if (t.rank() == 0) {
-                System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.2f,%.3f,%d%n", RESULT, algorithm, t.worldSize(), n,
+                System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.2f,%.3f,%d%n", WorkerLines.RESULT, algorithm, t.worldSize(), n,
                         GemmRate.median(first), GemmRate.median(perToken), cache);
                 System.out.flush();
             }
