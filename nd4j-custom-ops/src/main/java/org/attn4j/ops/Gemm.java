@@ -65,6 +65,55 @@ public final class Gemm {
         }
     }
 
+    /**
+     * {@code y[1 x n] = x[1 x k] w[k x n]}: a row vector times a matrix, the product of a decoding step. On the CPU
+     * backend, for a {@code w} whose rows or columns are dense (a layer's parameter view of either order), it calls
+     * OpenBLAS's {@code cblas_?gemv}, which streams {@code w} once; ND4J's {@code mmul} of a single row runs a
+     * general product that packs {@code w} first. Measured here, 90 float32 matrices of 576 x 1536 (318 MB, from
+     * memory): 26-33 GB/s through {@code cblas_sgemv}, 1-4.5 GB/s through {@code mmuli}. Otherwise it runs
+     * {@code x.mmuli(w, y)}.
+     *
+     * @throws IllegalArgumentException if the shapes do not match or the types differ
+     */
+    public static void vectorTimes(INDArray x, INDArray w, INDArray y) {
+        if (w.rank() != 2 || x.length() != w.size(0) || y.length() != w.size(1) || x.dataType() != w.dataType()
+                || y.dataType() != w.dataType()) {
+            throw new IllegalArgumentException("Gemm: x [1, k] w [k, n] -> y [1, n] of one type expected, got "
+                    + java.util.Arrays.toString(x.shape()) + " " + x.dataType() + ", "
+                    + java.util.Arrays.toString(w.shape()) + " " + w.dataType() + ", "
+                    + java.util.Arrays.toString(y.shape()) + " " + y.dataType());
+        }
+        int k = (int) w.size(0);
+        int n = (int) w.size(1);
+        long[] st = w.stride();
+        boolean columns = st[0] == 1 && st[1] >= k;                 // column-major: lda = st[1]
+        boolean rows = st[1] == 1 && st[0] >= n;                    // row-major: lda = st[0]
+        long span = columns ? (n - 1) * st[1] + k : (k - 1) * st[0] + n;
+        // A view's buffer starts at the view (ND4J 1.0.0-M2.1: its offset is the buffer's): the address is w's first.
+        boolean dense = (columns || rows) && dense(x) && dense(y) && w.data().offset() == w.offset()
+                && w.data().length() >= span;
+        DataType type = w.dataType();
+        if (!DIRECT || !dense || (type != DataType.FLOAT && type != DataType.DOUBLE)) {
+            x.reshape(1, k).mmuli(w, y.reshape(1, n));
+            return;
+        }
+        int layout = columns ? openblas_nolapack.CblasColMajor : openblas_nolapack.CblasRowMajor;
+        int lda = (int) (columns ? st[1] : st[0]);
+        if (type == DataType.FLOAT) {
+            openblas_nolapack.cblas_sgemv(layout, openblas_nolapack.CblasTrans, k, n, 1f, floats(w, 0), lda,
+                    floats(x, 0), 1, 0f, floats(y, 0), 1);
+        } else {
+            openblas_nolapack.cblas_dgemv(layout, openblas_nolapack.CblasTrans, k, n, 1.0, doubles(w, 0), lda,
+                    doubles(x, 0), 1, 0.0, doubles(y, 0), 1);
+        }
+    }
+
+    /** Whether {@code a}'s elements are its buffer's first {@code a.length()}, consecutive. */
+    private static boolean dense(INDArray a) {
+        return a.data().offset() == a.offset() && a.data().length() >= a.length()
+                && (a.isVector() || a.isScalar()) && a.elementWiseStride() == 1;
+    }
+
     private static void fits(String name, INDArray x, long offset, long size) {
         if (offset < 0 || offset + size > x.data().length()) {
             throw new IllegalStateException("Gemm: block " + name + " of " + size + " elements at offset " + offset

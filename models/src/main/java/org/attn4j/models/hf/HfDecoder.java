@@ -61,6 +61,8 @@ public final class HfDecoder {
 
     private final HfConfig config;
     private final ComputationGraph graph;
+    /** The single-token path of {@link #step}, made on first use. */
+    private TokenStep tokenStep;
 
     private HfDecoder(HfConfig config, ComputationGraph graph) {
         this.config = config;
@@ -380,6 +382,7 @@ public final class HfDecoder {
             checkId(id);
         }
         graph.rnnClearPreviousState();
+        tokenStep = null;                                  // it copies the small parameters: take them as they are now
         KeyValueCaches.reserve(graph, prompt.length + room);
         int chunk = config.rope().getScaling() == RotaryEmbedding.Scaling.DYNAMIC ? prompt.length : PREFILL_CHUNK;
         INDArray last = null;
@@ -392,10 +395,17 @@ public final class HfDecoder {
         return last;
     }
 
-    /** One more token after {@link #prefill} (or the last step): the next token's distribution {@code [vocab]}. */
+    /**
+     * One more token after {@link #prefill} (or the last step): the next token's distribution {@code [vocab]}.
+     * Computed by {@link TokenStep} from the graph's parameters and caches: what {@code rnnTimeStep} on the one
+     * token computes, without DL4J's per-layer overhead, which dominates a step of one token.
+     */
     public INDArray step(long token) {
         checkId(token);
-        return last(graph.rnnTimeStep(Nd4j.scalar(type(), token).reshape(1, 1, 1))[0]);
+        if (tokenStep == null) {
+            tokenStep = new TokenStep(config, graph);
+        }
+        return tokenStep.next(token);
     }
 
     private DataType type() {

@@ -187,6 +187,30 @@ final class NativeTileMath implements TileMath {
                 address(scores, 0), rows, cols, INTERVAL_GROUP, (float) scale, from, to, m, l, add);
     }
 
+    /**
+     * Decoding attention, one query per head (tiles.c, decode_heads): the {@code group} query rows of {@code q} from
+     * element {@code qOff} (width and stride {@code d}) that share one key/value head attend to its rows
+     * {@code [lo, hi)} of {@code k} and {@code v} from element {@code kvOff}; writes their outputs to {@code out}
+     * from {@code outOff} and the natural log-sum-exp (scale applied) to {@code lse} from {@code lseOff}.
+     * {@code scores} holds {@code group * (hi - lo)} floats of scratch.
+     */
+    static void decodeHeads(INDArray q, long qOff, INDArray k, INDArray v, long kvOff, int d, long lo, long hi,
+                            int group, double scale, INDArray scores, INDArray out, long outOff, INDArray lse,
+                            long lseOff) {
+        fits("Q", q, qOff, (long) group * d);
+        fits("K", k, kvOff, hi * d);
+        fits("V", v, kvOff, hi * d);
+        fits("scores", scores, 0, (long) group * Math.max(0, hi - lo));
+        fits("output", out, outOff, (long) group * d);
+        fits("LSE", lse, lseOff, group);
+        if (lo < 0 || d < 1 || group < 1) {
+            throw new IllegalStateException("NativeTileMath: decodeHeads got keys from " + lo + ", d " + d
+                    + ", group " + group);
+        }
+        decodeHeads(address(q, qOff), address(k, kvOff), address(v, kvOff), d, lo, hi, group, (float) scale,
+                address(scores, 0), address(out, outOff), address(lse, lseOff));
+    }
+
     /** Native code reads and writes raw memory: a block past its buffer's end must fail here. */
     private static void fits(String name, INDArray x, long offset, long size) {
         if (offset < 0 || size < 0 || offset + size > x.data().length()) {
@@ -289,6 +313,9 @@ final class NativeTileMath implements TileMath {
     private static native void intervalStep(long q, long ldq, long kt, int d, long v, long ldv, long acc,
                                             long ldacc, long scores, int rows, int cols, int group, float scale,
                                             int[] from, int[] to, double[] m, double[] l, boolean add);
+
+    private static native void decodeHeads(long q, long k, long v, int d, long lo, long hi, int group, float scale,
+                                           long scores, long out, long lse);
 
     private static native void product(long a, long ai, long ak, long b, long ldb, long c, long ldc, int rows,
                                        int width, int depth, float alpha, boolean add);

@@ -367,6 +367,34 @@ public final class RotaryEmbedding implements Serializable {
         return apply(dy, table, -1);
     }
 
+    /**
+     * Rotates {@code heads} heads of one step in place: {@code x} holds them one after the other from
+     * {@code offset}, {@code D} values each, and {@code table} covers that one step ({@link #table} of a single
+     * position). For a decoding step's few hundred values, without an array round trip.
+     *
+     * @throws IllegalArgumentException if the table is not of one step of this head size, or x is too short
+     */
+    public void rotateInPlace(double[] x, int offset, int heads, Table table) {
+        if (table.rows != 1 || table.n != 1 || offset < 0 || x.length < offset + (long) heads * table.headSize) {
+            throw new IllegalArgumentException("RotaryEmbedding: rotateInPlace needs a table of one step and "
+                    + heads + " x " + table.headSize + " values from " + offset + ", got a table of " + table.rows
+                    + " x " + table.n + " steps and " + x.length + " values");
+        }
+        boolean half = layout == Layout.HALF;
+        int pairs = table.rotary / 2;
+        for (int h = 0; h < heads; h++) {
+            int base = offset + h * table.headSize;
+            for (int i = 0; i < pairs; i++) {
+                int a = half ? base + i : base + 2 * i;
+                int c = half ? base + i + pairs : base + 2 * i + 1;
+                double xa = x[a];
+                double xc = x[c];
+                x[a] = xa * table.cos[i] - xc * table.sin[i];
+                x[c] = xc * table.cos[i] + xa * table.sin[i];
+            }
+        }
+    }
+
     private INDArray apply(INDArray x, Table t, int direction) {
         if (x.rank() != 4 || x.size(2) != t.n || x.size(3) != t.headSize
                 || (t.rows != 1 && x.size(0) != t.rows)) {
