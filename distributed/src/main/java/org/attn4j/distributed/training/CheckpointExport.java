@@ -61,7 +61,7 @@ public final class CheckpointExport {
             g.setEpochCount(json.path("epoch").asInt());
             ComputationGraph graph = new ComputationGraph(g);
             graph.init();
-            model = graph;
+            model = org.attn4j.layers.TiedEmbeddings.bind(graph);
             params = graph.numParams();
         } else {
             MultiLayerConfiguration m = MultiLayerConfiguration.fromJson(conf);

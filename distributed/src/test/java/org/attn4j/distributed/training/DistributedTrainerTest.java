@@ -11,6 +11,10 @@ import java.util.concurrent.TimeUnit;
 import org.attn4j.distributed.sequence.SequenceAlgorithm;
 import org.attn4j.layers.FlashAttentionLayer;
 import org.deeplearning4j.nn.api.Model;
+import java.nio.file.Path;
+
+import org.attn4j.layers.TiedEmbeddingLayer;
+import org.attn4j.layers.TiedEmbeddings;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
 import org.deeplearning4j.nn.conf.RNNFormat;
@@ -18,6 +22,8 @@ import org.deeplearning4j.nn.conf.graph.ElementWiseVertex;
 import org.deeplearning4j.nn.conf.layers.EmbeddingSequenceLayer;
 import org.deeplearning4j.nn.conf.layers.RnnOutputLayer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
+import org.deeplearning4j.util.ModelSerializer;
+import org.junit.jupiter.api.io.TempDir;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.nn.weights.WeightInit;
 import org.deeplearning4j.optimize.api.BaseTrainingListener;
@@ -28,6 +34,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.nd4j.linalg.activations.Activation;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.dataset.DataSet;
+import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.Adam;
 import org.nd4j.linalg.lossfunctions.LossFunctions;
@@ -75,6 +82,48 @@ class DistributedTrainerTest {
         }
     }
 
+    /**
+     * The input embedding tied to the output layer (one parameter, {@link TiedEmbeddingLayer}) trains as in one
+     * process under ZeRO stages 2 and 3, where that parameter is partitioned with the rest, and the sharded
+     * checkpoint exports to a graph that plain DL4J restores (bound again) with the workers' outputs.
+     */
+    @ParameterizedTest(name = "ZeRO {0}")
+    @CsvSource({"GRADIENTS", "PARAMETERS"})
+    void aTiedEmbeddingTrainsAsInOneProcessUnderZeroAndExports(ZeroStage zero, @TempDir Path dir) throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        List<DataSet> batches = TrainingFixtures.batches(DataType.DOUBLE, 6, 4, 16, 11);
+        INDArray features = batches.get(0).getFeatures();
+        ComputationGraph single = graph(true);
+        assertEquals(graph(false).numParams() - (long) TrainingFixtures.VOCAB * TrainingFixtures.WIDTH,
+                single.numParams(), "one parameter for both embeddings");
+        double[] expected = new double[batches.size()];
+        for (int i = 0; i < batches.size(); i++) {
+            single.fit(batches.get(i));
+            expected[i] = single.score();
+        }
+        Path ck = dir.resolve("ck");
+        ParallelStrategy s = ParallelStrategy.sequence("ring", 2).withDataParallel(2).withZero(zero);
+        List<Object[]> runs = TrainingFixtures.onWorkers(4, t -> {
+            ComputationGraph g = graph(true);
+            DistributedTrainer trainer = DistributedTrainer.builder(g, t).strategy(s).checkpoints(ck, 3).build();
+            double[] c = new double[batches.size()];
+            for (int i = 0; i < c.length; i++) {
+                c[i] = trainer.fit(batches.get(i));
+            }
+            return new Object[] {c, g.outputSingle(features)};
+        });
+        Path zip = dir.resolve("model.zip");
+        assertEquals(6, CheckpointExport.export(ck, zip));
+        ComputationGraph restored = TiedEmbeddings.bind(ModelSerializer.restoreComputationGraph(zip.toFile()));
+        for (Object[] run : runs) {
+            double[] c = (double[]) run[0];
+            for (int i = 0; i < c.length; i++) {
+                assertEquals(expected[i], c[i], 1e-6 * Math.abs(expected[i]), "step " + i);
+            }
+            assertEquals(run[1], restored.outputSingle(features), "the exported model's outputs");
+        }
+    }
+
     @Test
     void listenersSeeTheWholeBatchScoreAndTheIterationCount() throws Exception {
         Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
@@ -118,11 +167,17 @@ class DistributedTrainerTest {
 
     /** in -> embedding -> attention -> (+ embedding) -> attention -> (+) -> softmax: a residual GPT-like graph. */
     private static ComputationGraph graph() {
+        return graph(false);
+    }
+
+    /** {@link #graph()}, with the embedding tied to the output layer's weights when {@code tied}. */
+    private static ComputationGraph graph(boolean tied) {
         int w = TrainingFixtures.WIDTH;
         ComputationGraphConfiguration conf = new NeuralNetConfiguration.Builder().seed(5).dataType(DataType.DOUBLE)
                 .updater(new Adam(1e-2)).weightInit(WeightInit.XAVIER).graphBuilder()
                 .addInputs("in")
-                .addLayer("embed", new EmbeddingSequenceLayer.Builder().nIn(TrainingFixtures.VOCAB).nOut(w)
+                .addLayer("embed", tied ? new TiedEmbeddingLayer.Builder().width(w).head("out").build()
+                        : new EmbeddingSequenceLayer.Builder().nIn(TrainingFixtures.VOCAB).nOut(w)
                         .outputDataFormat(RNNFormat.NCW).build(), "in")
                 .addLayer("attn1", new FlashAttentionLayer.Builder().nIn(w).nOut(w).nHeads(4).nKvHeads(2)
                         .causal(true).build(), "embed")
@@ -136,6 +191,6 @@ class DistributedTrainerTest {
                 .setOutputs("out").build();
         ComputationGraph g = new ComputationGraph(conf);
         g.init();
-        return g;
+        return TiedEmbeddings.bind(g);
     }
 }

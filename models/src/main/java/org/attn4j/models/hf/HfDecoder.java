@@ -15,6 +15,8 @@ import org.attn4j.layers.FlashAttentionLayer;
 import org.attn4j.layers.KeyValueCaches;
 import org.attn4j.layers.LayerNormLayer;
 import org.attn4j.layers.SwiGluLayer;
+import org.attn4j.layers.TiedEmbeddingLayer;
+import org.attn4j.layers.TiedEmbeddings;
 import org.attn4j.ops.rope.RotaryEmbedding;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.conf.NeuralNetConfiguration;
@@ -39,6 +41,7 @@ import org.nd4j.shade.jackson.databind.ObjectMapper;
  * <pre>
  *   in [B, 1, N] token ids
  *   embed                    EmbeddingSequenceLayer(vocab -> d)              model.embed_tokens
+ *                            or, tied, TiedEmbeddingLayer (the head's W)     (one parameter with lm_head)
  *   block l   norm1_l        RMSNorm                                          model.layers.l.input_layernorm
  *             attn_l         FlashAttentionLayer(causal, GQA, RoPE)           model.layers.l.self_attn.{q,k,v,o}_proj
  *             res1_l         x + attn
@@ -85,8 +88,11 @@ public final class HfDecoder {
                 .seed(seed).dataType(type).updater(new Adam(1e-4)).weightInit(WeightInit.NORMAL)
                 .graphBuilder()
                 .addInputs("in")
-                .addLayer("embed", new EmbeddingSequenceLayer.Builder().nIn(c.vocab()).nOut(c.hidden()).hasBias(false)
-                        .outputDataFormat(RNNFormat.NCW).build(), "in");
+                .addLayer("embed", c.tieWordEmbeddings()
+                        ? new TiedEmbeddingLayer.Builder().width(c.hidden()).head("head").dataFormat(RNNFormat.NCW)
+                                .build()
+                        : new EmbeddingSequenceLayer.Builder().nIn(c.vocab()).nOut(c.hidden()).hasBias(false)
+                                .outputDataFormat(RNNFormat.NCW).build(), "in");
         String x = "embed";
         for (int l = 0; l < c.layers(); l++) {
             g.addLayer("norm1_" + l, norm(c), x)
@@ -113,7 +119,7 @@ public final class HfDecoder {
     public static HfDecoder random(HfConfig c, DataType type, long seed) {
         ComputationGraph graph = new ComputationGraph(configuration(c, type, seed));
         graph.init();
-        return new HfDecoder(c, graph);
+        return new HfDecoder(c, TiedEmbeddings.bind(graph));
     }
 
     private static LayerNormLayer norm(HfConfig c) {
@@ -156,12 +162,11 @@ public final class HfDecoder {
         }
         ComputationGraph graph = new ComputationGraph(configuration(c, type, 0));
         graph.init();
+        TiedEmbeddings.bind(graph);
         for (Map.Entry<String, Target> t : targets.entrySet()) {
             INDArray value = files.get(t.getKey()).read(t.getKey(), type);
-            for (Map.Entry<String, Boolean> param : t.getValue().params().entrySet()) {
-                INDArray p = graph.getParam(param.getKey());
-                p.assign(param.getValue() ? value.transpose() : value.reshape(p.shape()));
-            }
+            INDArray p = graph.getParam(t.getValue().param());
+            p.assign(t.getValue().transpose() ? value.transpose() : value.reshape(p.shape()));
         }
         return new HfDecoder(c, graph);
     }
@@ -179,9 +184,9 @@ public final class HfDecoder {
         Map<String, INDArray> current = new LinkedHashMap<>();
         long bytes = 0;
         for (Map.Entry<String, Target> t : targets(config).entrySet()) {
-            Map.Entry<String, Boolean> first = t.getValue().params().entrySet().iterator().next();
-            INDArray p = graph.getParam(first.getKey());
-            INDArray value = first.getValue() ? p.transpose().dup('c') : p.dup('c').reshape(t.getValue().hfShape());
+            INDArray p = graph.getParam(t.getValue().param());
+            INDArray value = t.getValue().transpose() ? p.transpose().dup('c')
+                    : p.dup('c').reshape(t.getValue().hfShape());
             long size = value.length() * width;
             if (!current.isEmpty() && bytes + size > shardBytes) {
                 shards.add(current);
@@ -234,10 +239,10 @@ public final class HfDecoder {
                 java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 
-    /** Where an HF tensor goes: its shape in the checkpoint, and the graph's parameters, each transposed or not. */
-    private record Target(long[] hfShape, Map<String, Boolean> params) {
+    /** Where an HF tensor goes: its shape in the checkpoint, and the graph's parameter, transposed or not. */
+    private record Target(long[] hfShape, String param, boolean transpose) {
         static Target of(long[] hfShape, String param, boolean transpose) {
-            return new Target(hfShape, Map.of(param, transpose));
+            return new Target(hfShape, param, transpose);
         }
     }
 
@@ -247,36 +252,33 @@ public final class HfDecoder {
         long d = c.hidden();
         long q = (long) c.heads() * c.headDim();
         long kv = (long) c.kvHeads() * c.headDim();
-        Map<String, Boolean> embed = new LinkedHashMap<>();
-        embed.put("embed_W", false);
-        if (c.tieWordEmbeddings()) {
-            embed.put("head_W", true);                            // one tensor read into both (the head [d, V])
-        }
-        t.put("model.embed_tokens.weight", new Target(new long[] {c.vocab(), d}, embed));
+        // Tied: the embedding is the head's W [d, V] (TiedEmbeddingLayer), one parameter for the one tensor.
+        t.put("model.embed_tokens.weight", c.tieWordEmbeddings() ? new Target(new long[] {c.vocab(), d}, "head_W", true)
+                : new Target(new long[] {c.vocab(), d}, "embed_W", false));
         for (int l = 0; l < c.layers(); l++) {
             String hf = "model.layers." + l + ".";
-            t.put(hf + "input_layernorm.weight", Target.of(new long[] {d}, "norm1_" + l + "_g", false));
+            t.put(hf + "input_layernorm.weight", new Target(new long[] {d}, "norm1_" + l + "_g", false));
             linear(t, hf + "self_attn.q_proj", "attn_" + l + "_Wq", "attn_" + l + "_bq", q, d, c.qkvBias());
             linear(t, hf + "self_attn.k_proj", "attn_" + l + "_Wk", "attn_" + l + "_bk", kv, d, c.qkvBias());
             linear(t, hf + "self_attn.v_proj", "attn_" + l + "_Wv", "attn_" + l + "_bv", kv, d, c.qkvBias());
             linear(t, hf + "self_attn.o_proj", "attn_" + l + "_Wo", "attn_" + l + "_bo", d, q, c.outputBias());
-            t.put(hf + "post_attention_layernorm.weight", Target.of(new long[] {d}, "norm2_" + l + "_g", false));
+            t.put(hf + "post_attention_layernorm.weight", new Target(new long[] {d}, "norm2_" + l + "_g", false));
             linear(t, hf + "mlp.gate_proj", "mlp_" + l + "_Wg", "mlp_" + l + "_bg", c.intermediate(), d, c.mlpBias());
             linear(t, hf + "mlp.up_proj", "mlp_" + l + "_Wu", "mlp_" + l + "_bu", c.intermediate(), d, c.mlpBias());
             linear(t, hf + "mlp.down_proj", "mlp_" + l + "_Wd", "mlp_" + l + "_bd", d, c.intermediate(), c.mlpBias());
         }
-        t.put("model.norm.weight", Target.of(new long[] {d}, "norm_g", false));
+        t.put("model.norm.weight", new Target(new long[] {d}, "norm_g", false));
         if (!c.tieWordEmbeddings()) {
-            t.put("lm_head.weight", Target.of(new long[] {c.vocab(), d}, "head_W", true));
+            t.put("lm_head.weight", new Target(new long[] {c.vocab(), d}, "head_W", true));
         }
         return t;
     }
 
     private static void linear(Map<String, Target> t, String hf, String w, String b, long out, long in,
                                boolean bias) {
-        t.put(hf + ".weight", Target.of(new long[] {out, in}, w, true));
+        t.put(hf + ".weight", new Target(new long[] {out, in}, w, true));
         if (bias) {
-            t.put(hf + ".bias", Target.of(new long[] {out}, b, false));
+            t.put(hf + ".bias", new Target(new long[] {out}, b, false));
         }
     }
 

@@ -28,7 +28,7 @@ final class TokenStep {
 
     private final HfConfig config;
     private final RotaryEmbedding rope;
-    private final INDArray embed;          // [V, d]
+    private final INDArray embed;          // [V, d]; null when tied to the head
     private final Block[] blocks;
     private final double[] finalNorm;
     private final INDArray head;           // [d, V]
@@ -64,7 +64,7 @@ final class TokenStep {
         this.config = config;
         this.rope = config.rope();
         this.eps = config.rmsNormEps();
-        this.embed = graph.getParam("embed_W");
+        this.embed = graph.paramTable().get("embed_W");
         this.blocks = new Block[config.layers()];
         for (int l = 0; l < blocks.length; l++) {
             String a = "attn_" + l + "_";
@@ -109,7 +109,8 @@ final class TokenStep {
 
     /** The next token's distribution {@code [vocab]} after {@code token}, appending to every layer's cache. */
     INDArray next(long token) {
-        System.arraycopy(embed.getRow(token, true).toDoubleVector(), 0, x, 0, x.length);
+        INDArray row = embed != null ? embed.getRow(token, true) : head.getColumn(token, true);   // tied: W[:, id]
+        System.arraycopy(row.toDoubleVector(), 0, x, 0, x.length);
         int headSize = config.headDim();
         RotaryEmbedding.Table table = null;
         for (Block b : blocks) {
