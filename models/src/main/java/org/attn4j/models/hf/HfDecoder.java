@@ -354,12 +354,12 @@ public final class HfDecoder {
                     + topK + ", " + topP);
         }
         java.util.Random rnd = new java.util.Random(seed);
-        INDArray probabilities = prefill(prompt, count);
+        double[] probabilities = prefill(prompt, count).toDoubleVector();
         long[] out = new long[count];
         for (int i = 0; i < count; i++) {
-            out[i] = pick(probabilities.toDoubleVector(), temperature, topK, topP, rnd);
+            out[i] = pick(probabilities, temperature, topK, topP, rnd);
             if (i + 1 < count) {
-                probabilities = step(out[i]);
+                probabilities = probabilities(out[i]);
             }
         }
         graph.rnnClearPreviousState();
@@ -403,6 +403,23 @@ public final class HfDecoder {
      * token computes, without DL4J's per-layer overhead, which dominates a step of one token.
      */
     public INDArray step(long token) {
+        double[] p = probabilities(token);
+        if (type() == DataType.DOUBLE) {
+            return Nd4j.createFromArray(p);
+        }
+        float[] f = new float[p.length];
+        for (int i = 0; i < p.length; i++) {
+            f[i] = (float) p[i];
+        }
+        return Nd4j.createFromArray(f);
+    }
+
+    /**
+     * {@link #step} as a Java array: what {@link #generate} reads. Nothing over the vocabulary runs as an ND4J op
+     * here: such an op runs on ND4J's OpenMP threads, which then spin on the other cores while the next step's
+     * products want them (measured on 2 cores: an ND4J argmax per token cost about a quarter of the step).
+     */
+    double[] probabilities(long token) {
         checkId(token);
         if (tokenStep == null) {
             tokenStep = new TokenStep(config, graph);

@@ -108,7 +108,7 @@ final class TokenStep {
     }
 
     /** The next token's distribution {@code [vocab]} after {@code token}, appending to every layer's cache. */
-    INDArray next(long token) {
+    double[] next(long token) {
         INDArray row = embed != null ? embed.getRow(token, true) : head.getColumn(token, true);   // tied: W[:, id]
         System.arraycopy(row.toDoubleVector(), 0, x, 0, x.length);
         int headSize = config.headDim();
@@ -158,7 +158,7 @@ final class TokenStep {
         for (int i = 0; i < p.length; i++) {
             p[i] /= sum;
         }
-        return Nd4j.createFromArray(p).castTo(head.dataType());
+        return p;
     }
 
     /** {@code out = x / sqrt(mean(x^2) + eps) * g}, as the graph's RMSNorm computes it. */

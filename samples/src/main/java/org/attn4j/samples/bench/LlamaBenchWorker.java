@@ -8,7 +8,6 @@ import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
 import org.attn4j.samples.metrics.PeakMemory;
 import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -65,8 +64,14 @@ public final class LlamaBenchWorker {
         long next = 0;
         long t0 = System.nanoTime();
         for (int i = 0; i < newTokens; i++) {
-            INDArray p = model.step(next);
-            next = p.argMax().getLong(0);
+            float[] p = model.step(next).toFloatVector();         // the argmax in Java, as generate does
+            int best = 0;
+            for (int j = 1; j < p.length; j++) {
+                if (p[j] > p[best]) {
+                    best = j;
+                }
+            }
+            next = best;
         }
         return newTokens / ((System.nanoTime() - t0) / 1e9);
     }
