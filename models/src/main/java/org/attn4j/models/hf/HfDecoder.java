@@ -241,9 +241,6 @@ public final class HfDecoder {
 
     /** Where an HF tensor goes: its shape in the checkpoint, and the graph's parameter, transposed or not. */
     private record Target(long[] hfShape, String param, boolean transpose) {
-        static Target of(long[] hfShape, String param, boolean transpose) {
-            return new Target(hfShape, param, transpose);
-        }
     }
 
     /** Every tensor a checkpoint of {@code c} holds, in Hugging Face's names, and where it goes. */
@@ -253,8 +250,9 @@ public final class HfDecoder {
         long q = (long) c.heads() * c.headDim();
         long kv = (long) c.kvHeads() * c.headDim();
         // Tied: the embedding is the head's W [d, V] (TiedEmbeddingLayer), one parameter for the one tensor.
-        t.put("model.embed_tokens.weight", c.tieWordEmbeddings() ? new Target(new long[] {c.vocab(), d}, "head_W", true)
-                : new Target(new long[] {c.vocab(), d}, "embed_W", false));
+        long[] embed = {c.vocab(), d};
+        t.put("model.embed_tokens.weight", c.tieWordEmbeddings() ? new Target(embed, "head_W", true)
+                : new Target(embed, "embed_W", false));
         for (int l = 0; l < c.layers(); l++) {
             String hf = "model.layers." + l + ".";
             t.put(hf + "input_layernorm.weight", new Target(new long[] {d}, "norm1_" + l + "_g", false));

@@ -69,7 +69,8 @@ final class TokenStep {
         for (int l = 0; l < blocks.length; l++) {
             String a = "attn_" + l + "_";
             String m = "mlp_" + l + "_";
-            blocks[l] = new Block(copy(graph, "norm1_" + l + "_g"), (FlashAttentionLayerImpl) graph.getLayer("attn_" + l),
+            FlashAttentionLayerImpl attention = (FlashAttentionLayerImpl) graph.getLayer("attn_" + l);
+            blocks[l] = new Block(copy(graph, "norm1_" + l + "_g"), attention,
                     graph.getParam(a + "Wq"), copy(graph, a + "bq"), graph.getParam(a + "Wk"), copy(graph, a + "bk"),
                     graph.getParam(a + "Wv"), copy(graph, a + "bv"), graph.getParam(a + "Wo"), copy(graph, a + "bo"),
                     copy(graph, "norm2_" + l + "_g"), graph.getParam(m + "Wg"), copy(graph, m + "bg"),

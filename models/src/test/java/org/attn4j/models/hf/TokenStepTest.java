@@ -17,9 +17,9 @@ import org.nd4j.shade.jackson.databind.node.ObjectNode;
 /**
  * {@link HfDecoder#step}, which computes a decoding step outside DL4J's layers ({@link TokenStep}), gives the
  * distribution of the whole sequence's forward pass at every step: Llama with GQA and partial linear-scaled RoPE,
- * Qwen2 with q/k/v biases and tied embeddings, and Mistral with a sliding window shorter than the sequence (its cache drops keys), in
- * float64 to 1e-10 and float32 to 1e-5; and steps through {@code rnnTimeStep} between its own leave the caches as
- * it needs them.
+ * Qwen2 with q/k/v biases and tied embeddings, and Mistral with a sliding window shorter than the sequence (its
+ * cache drops keys), in float64 to 1e-10 and float32 to 1e-5; and a step through {@code rnnTimeStep} between its
+ * own leaves the caches as it needs them.
  */
 class TokenStepTest {
 
