@@ -149,12 +149,7 @@ public final class FlashAttention {
             }
         }
         INDArray qc = Views.plain(q);
-        // Keys and values are read in place when each head's rows are consecutive (a cache with room to grow).
-        long keyRows = Views.headRows(k);
-        boolean inPlace = keyRows > 0 && keyRows == Views.headRows(v);
-        INDArray kc = inPlace ? k : Views.plain(k);
-        INDArray vc = inPlace ? v : Views.plain(v);
-        long rowsPerHead = inPlace ? keyRows : s.keys();
+        KeyValues kv = KeyValues.of(k, v, s);
         // Every row of both is written by the kernels (rows that see no key too): no zeroing first.
         INDArray out = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.queries(), s.headDim());
         INDArray lse = Nd4j.createUninitialized(s.dataType(), s.batch(), s.heads(), s.queries());
@@ -164,11 +159,23 @@ public final class FlashAttention {
         double flops = 4.0 * s.batch() * s.heads() * s.queries() * s.keys() * s.headDim();
         boolean packed = PackedTranspose.applies(s);
         WorkerPool.run(WorkerPool.workers(threads, items, flops), items,
-                w -> new ForwardKernel(qc, kc, vc, rowsPerHead, out, lse, s, plan, scale, packed),
+                w -> new ForwardKernel(qc, kv.k(), kv.v(), kv.rowsPerHead(), out, lse, s, plan, scale, packed),
                 // Last query blocks first: under a causal mask they see the most keys, and the lightest finish last.
                 (kernel, item) -> kernel.run(item / (s.heads() * perHead), item / perHead % s.heads(),
                         perHead - 1 - item % perHead), !PackedTranspose.withoutNativeThreads(packed));
         return new AttentionOutput(out, lse);
+    }
+
+    /**
+     * The keys and values the forward kernels read, and the rows from one head to the next in their buffers: in
+     * place when each head's rows are consecutive (a key/value cache with room to grow), else plain copies.
+     */
+    private record KeyValues(INDArray k, INDArray v, long rowsPerHead) {
+        static KeyValues of(INDArray k, INDArray v, AttentionShapes s) {
+            long keyRows = Views.headRows(k);
+            boolean inPlace = keyRows > 0 && keyRows == Views.headRows(v);
+            return inPlace ? new KeyValues(k, v, keyRows) : new KeyValues(Views.plain(k), Views.plain(v), s.keys());
+        }
     }
 
     /**
@@ -207,11 +214,7 @@ public final class FlashAttention {
     private static AttentionOutput decode(INDArray q, INDArray k, INDArray v, AttentionShapes s, int lo, int hi,
                                           double scale) {
         INDArray qc = Views.plain(q);
-        long keyRows = Views.headRows(k);
-        boolean inPlace = keyRows > 0 && keyRows == Views.headRows(v);
-        INDArray kc = inPlace ? k : Views.plain(k);
-        INDArray vc = inPlace ? v : Views.plain(v);
-        long rowsPerHead = inPlace ? keyRows : s.keys();
+        KeyValues kv = KeyValues.of(k, v, s);
         int d = s.headDim();
         int group = s.group();
         INDArray out = Nd4j.createUninitialized(DataType.FLOAT, s.batch(), s.heads(), 1, d);
@@ -219,8 +222,8 @@ public final class FlashAttention {
         INDArray scores = Nd4j.createUninitialized(DataType.FLOAT, (long) group * Math.max(1, hi - lo));
         for (int g = 0; g < s.batch() * s.kvHeads(); g++) {
             long head = (long) g / s.kvHeads() * s.heads() + (long) g % s.kvHeads() * group;   // its first query
-            NativeTileMath.decodeHeads(qc, head * d, kc, vc, g * rowsPerHead * d, d, lo, hi, group, scale, scores,
-                    out, head * d, lse, head);
+            NativeTileMath.decodeHeads(qc, head * d, kv.k(), kv.v(), g * kv.rowsPerHead() * d, d, lo, hi, group,
+                    scale, scores, out, head * d, lse, head);
         }
         return new AttentionOutput(out, lse);
     }
