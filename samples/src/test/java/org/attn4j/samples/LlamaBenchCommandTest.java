@@ -52,6 +52,41 @@ class LlamaBenchCommandTest {
                 tmp.resolve("bad").toString());
         assertEquals(1, bad.exitCode());
         assertEquals(1, bad.errLines().length, bad.err());
-        assertTrue(bad.err().contains("--mode must be decode, got sample"), bad.err());
+        assertTrue(bad.err().contains("--mode must be decode or train, got sample"), bad.err());
+        CliRun batched = CliRun.of("bench", "llama", "--config", config.toString(), "--batch", "2", "--out",
+                tmp.resolve("bad").toString());
+        assertEquals(1, batched.exitCode());
+        assertTrue(batched.err().contains("--batch: decoding runs one sequence, got 2"), batched.err());
+    }
+
+    /**
+     * {@code --mode train}: whole fine-tuning steps of the tiny Llama on batches of two sequences, a row per length
+     * with a positive rate, and the anchor asked for the same steps and batch.
+     */
+    @Test
+    void trainModeTimesWholeStepsAndAsksTheAnchorForTheSame() throws Exception {
+        Path config = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model", "config.json")
+                .toAbsolutePath().normalize();
+        Assumptions.assumeTrue(Files.isRegularFile(config), "no fixture at " + config);
+        Path anchor = Files.createDirectories(tmp.resolve("anchor"));
+        // The stand-in prints its arguments' steps and batch where the anchor prints its rate and batch.
+        Files.writeString(anchor.resolve("run.sh"), "while [ $# -gt 0 ]; do case $1 in --steps) s=$2;; --batch) b=$2;; "
+                + "--n) n=$2;; esac; shift; done\n"
+                + "echo 'mode,n,batch,threads,tokens_per_s,peak_rss_mb,torch,transformers'\n"
+                + "echo \"train,$n,$b,2,$s,567,2.9.0,5.18.0\"\n");
+        CliRun r = CliRun.of("bench", "llama", "--config", config.toString(), "--mode", "train", "--n", "24",
+                "--steps", "2", "--batch", "2", "--compare-hf", anchor.toString(), "--out", tmp.resolve("out")
+                        .toString());
+        assertEquals(0, r.exitCode(), r.err() + r.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("out").resolve("bench-llama.csv"));
+        assertEquals(2, csv.size(), String.join("\n", csv));
+        String[] f = csv.get(1).split(",");
+        assertEquals(List.of("train", "24", "2"), List.of(f[0], f[1], f[2]));
+        assertTrue(Double.parseDouble(f[3]) > 0 && Double.parseDouble(f[4]) > 50, csv.get(1));
+        assertEquals(List.of("mode,n,batch,tokens_per_s,peak_rss_mb,torch,transformers",
+                "train,24,2,2,567,2.9.0,5.18.0"), Files.readAllLines(tmp.resolve("out").resolve("bench-llama-hf.csv")));
+        String md = Files.readString(tmp.resolve("out").resolve("benchmarks.md"));
+        assertTrue(md.contains("| train | 24 | " + f[3] + " | 2 |") && md.contains("Train: tokens per second of 2 "
+                + "whole fine-tuning steps"), md);
     }
 }

@@ -26,13 +26,14 @@ import picocli.CommandLine.Spec;
 /**
  * {@code attn4j bench llama}: a Llama-family model of a {@code config.json}'s shape (random weights, float32) in
  * attn4j, and with {@code --compare-hf} the same shape in Hugging Face transformers + PyTorch, each measured in a
- * process of its own: greedy decoding tokens per second with the key/value cache after a prompt of N tokens, and
- * the process's peak resident memory. Writes {@code bench-llama.csv} (attn4j), {@code bench-llama-hf.csv} (the
+ * process of its own: greedy decoding tokens per second with the key/value cache after a prompt of N tokens, or
+ * fine-tuning tokens per second (whole steps: forward, backward, Adam) on sequences of N tokens, and the process's
+ * peak resident memory. Writes {@code bench-llama.csv} (attn4j), {@code bench-llama-hf.csv} (the
  * anchor) and the {@code llama} section of {@code benchmarks.md}.
  */
 @Command(name = "llama", mixinStandardHelpOptions = true, sortOptions = false,
-        description = {"Decoding speed and peak memory of a Llama-family model of a config.json's shape (random "
-                + "weights), beside Hugging Face transformers with --compare-hf.",
+        description = {"Decoding or fine-tuning speed and peak memory of a Llama-family model of a config.json's "
+                + "shape (random weights), beside Hugging Face transformers with --compare-hf.",
             "Writes OUT/bench-llama.csv (mode,n,batch,tokens_per_s,peak_rss_mb), OUT/bench-llama-hf.csv and a "
                     + "section of OUT/benchmarks.md."})
 public final class LlamaBenchCommand implements Callable<Integer> {
@@ -50,19 +51,24 @@ public final class LlamaBenchCommand implements Callable<Integer> {
     int layers;
 
     @Option(names = "--mode", paramLabel = "MODE", defaultValue = "decode",
-            description = "decode: greedy tokens per second with the key/value cache after an N-token prompt "
-                    + "(default: ${DEFAULT-VALUE}).")
+            description = "decode: greedy tokens per second with the key/value cache after an N-token prompt; "
+                    + "train: tokens per second of fine-tuning steps (forward, backward, Adam) on sequences of N "
+                    + "tokens (default: ${DEFAULT-VALUE}).")
     String mode;
 
     @Option(names = "--n", paramLabel = "N", split = ",", defaultValue = "4096",
-            description = "Prompt lengths (default: ${DEFAULT-VALUE}).")
+            description = "Prompt lengths (decode) or sequence lengths (train) (default: ${DEFAULT-VALUE}).")
     int[] lengths;
+
+    @Option(names = "--steps", paramLabel = "S", defaultValue = "3",
+            description = "train: steps timed after an untimed one (default: ${DEFAULT-VALUE}).")
+    int steps;
 
     @Option(names = "--new-tokens", paramLabel = "K", defaultValue = "32",
             description = "Tokens decoded and timed after the prompt (default: ${DEFAULT-VALUE}).")
     int newTokens;
 
-    @Option(names = "--batch", paramLabel = "B", defaultValue = "1", description = "Sequences (default: "
+    @Option(names = "--batch", paramLabel = "B", defaultValue = "1", description = "Sequences per step (default: "
             + "${DEFAULT-VALUE}; decoding runs one).")
     int batch;
 
@@ -88,16 +94,19 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         Options.outputDirectory("--out", out);
         Options.heap("--heap", heap);
         Options.atLeast("--new-tokens", newTokens, 1);
+        Options.atLeast("--steps", steps, 1);
+        Options.atLeast("--batch", batch, 1);
         Options.atLeast("--layers", layers, 0);
-        if (!mode.equals("decode")) {
-            throw new UserInputException("--mode must be decode, got " + mode);
+        boolean train = mode.equals("train");
+        if (!train && !mode.equals("decode")) {
+            throw new UserInputException("--mode must be decode or train, got " + mode);
         }
-        if (batch != 1) {
+        if (!train && batch != 1) {
             throw new UserInputException("--batch: decoding runs one sequence, got " + batch);
         }
         for (int n : lengths) {
-            if (n < 1 || n > 1 << 20) {
-                throw new UserInputException("--n must be in [1, 1048576], got " + n);
+            if (n < (train ? 2 : 1) || n > 1 << 20) {
+                throw new UserInputException("--n must be in [" + (train ? 2 : 1) + ", 1048576], got " + n);
             }
         }
         HfConfig c;
@@ -122,9 +131,13 @@ public final class LlamaBenchCommand implements Callable<Integer> {
                 machine, "A model of the shape of `" + config.getFileName() + "` (" + c.layers() + " layers of width "
                         + c.hidden() + ", " + c.heads() + " query and " + c.kvHeads() + " key/value heads of "
                         + c.headDim() + ", SwiGLU " + c.intermediate() + ", vocabulary " + c.vocab() + "), random "
-                        + "weights, float32. Decode: greedy tokens per second over " + newTokens + " tokens with "
-                        + "the key/value cache after a prompt of N random tokens (the prompt is not timed; a short "
-                        + "generation before it is not either). Each figure comes from a process of its own, whose "
+                        + "weights, float32. " + (train ? "Train: tokens per second of " + steps + " whole "
+                        + "fine-tuning steps (forward, backward and an Adam update of every weight, learning rate "
+                        + "1e-5) on " + batch + " sequence(s) of N random tokens, each position predicting the next "
+                        + "(cross-entropy over the whole vocabulary); one step before them is not timed, nor is "
+                        + "making the batches." : "Decode: greedy tokens per second over " + newTokens + " tokens "
+                        + "with the key/value cache after a prompt of N random tokens (the prompt is not timed; a "
+                        + "short generation before it is not either).") + " Each figure comes from a process of its own, whose "
                         + "peak resident memory (VmHWM, ru_maxrss) is reported: attn4j's with the weights "
                         + "off-heap and a " + heap + " Java heap, Hugging Face transformers + PyTorch's "
                         + "(`attn_implementation=\"sdpa\"`) beside it with the same shape, both on every core."));
@@ -163,7 +176,7 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         String cores = Integer.toString(Runtime.getRuntime().availableProcessors());
         LaunchResult r = LocalLauncher.builder(1, LlamaBenchWorker.class.getName())
                 .args(List.of(config.toAbsolutePath().toString(), Integer.toString(layers), mode, Integer.toString(n),
-                        Integer.toString(batch), Integer.toString(newTokens)))
+                        Integer.toString(batch), Integer.toString(mode.equals("train") ? steps : newTokens)))
                 .heap(heap).timeout(Duration.ofHours(2))
                 .env("OMP_NUM_THREADS", cores).env("OPENBLAS_NUM_THREADS", cores)
                 .output(lines.sink(), line -> { }).build().run();
@@ -180,7 +193,7 @@ public final class LlamaBenchCommand implements Callable<Integer> {
     private String[] runAnchor(int n) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of("bash", anchor.resolve("run.sh").toAbsolutePath().toString(),
                 mode, "--config", config.toAbsolutePath().toString(), "--n", Integer.toString(n), "--new-tokens",
-                Integer.toString(newTokens), "--batch", Integer.toString(batch)));
+                Integer.toString(newTokens), "--steps", Integer.toString(steps), "--batch", Integer.toString(batch)));
         if (layers > 0) {
             command.addAll(List.of("--layers", Integer.toString(layers)));
         }

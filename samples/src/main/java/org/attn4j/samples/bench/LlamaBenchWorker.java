@@ -7,14 +7,19 @@ import java.util.Random;
 import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
 import org.attn4j.samples.metrics.PeakMemory;
+import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * One measurement of {@code attn4j bench llama}, in a process of its own so that its peak resident memory is its
- * alone: args {@code CONFIG LAYERS MODE N BATCH NEW_TOKENS}. Builds the model of CONFIG (LAYERS > 0 replaces its
- * layer count) with random weights in float32; {@code decode}: a prompt of N random tokens (not timed), then
- * NEW_TOKENS greedy tokens with the key/value cache, timed. Prints
+ * alone: args {@code CONFIG LAYERS MODE N BATCH COUNT}. Builds the model of CONFIG (LAYERS > 0 replaces its
+ * layer count) with random weights in float32; {@code decode}: a prompt of N random tokens (not timed), then COUNT
+ * greedy tokens with the key/value cache, timed; {@code train}: one untimed step, then COUNT timed fine-tuning
+ * steps (forward, backward, Adam at 1e-5, as the anchor's) on BATCH sequences of N random tokens, each predicting
+ * the next. Prints
  * {@code RESULT mode,n,batch,tokens_per_s,peak_rss_mb} (the process's peak resident memory, {@code VmHWM}); a
  * failure prints {@code FAILED reason} (one line) and exits 1.
  */
@@ -34,12 +39,13 @@ public final class LlamaBenchWorker {
             String mode = args[2];
             int n = Integer.parseInt(args[3]);
             int batch = Integer.parseInt(args[4]);
-            int newTokens = Integer.parseInt(args[5]);
+            int count = Integer.parseInt(args[5]);
             Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
             HfDecoder model = HfDecoder.random(c, DataType.FLOAT, 1);
             double tokensPerSecond = switch (mode) {
-                case "decode" -> decode(model, n, batch, newTokens);
-                default -> throw new IllegalArgumentException("mode must be decode, got " + mode);
+                case "decode" -> decode(model, n, batch, count);
+                case "train" -> train(model, n, batch, count);
+                default -> throw new IllegalArgumentException("mode must be decode or train, got " + mode);
             };
             System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.1f,%.0f%n", WorkerLines.RESULT, mode, n, batch, tokensPerSecond,
                     PeakMemory.processPeakBytes() / (1024.0 * 1024.0));
@@ -74,6 +80,54 @@ public final class LlamaBenchWorker {
             next = best;
         }
         return newTokens / ((System.nanoTime() - t0) / 1e9);
+    }
+
+    /**
+     * Tokens per second of whole fine-tuning steps ({@code fit}: forward, backward, Adam) on {@code batch} sequences
+     * of {@code n} random tokens, as the anchor counts them; each position predicts the next token (the last one,
+     * with nothing to predict, is masked out of the loss), so {@code n - 1} tokens per sequence are scored. The
+     * batches are made before the clock starts; one step runs before it (the JIT, the updater's state).
+     *
+     * @throws IllegalStateException if the loss is not finite
+     */
+    private static double train(HfDecoder model, int n, int batch, int steps) {
+        if (n < 2) {
+            throw new IllegalArgumentException("train needs sequences of at least 2 tokens, got " + n);
+        }
+        ComputationGraph graph = model.graph();
+        graph.setLearningRate(1e-5);
+        Random rnd = new Random(0);
+        int vocab = model.config().vocab();
+        graph.fit(batch(rnd, n, batch, vocab));
+        double took = 0;
+        for (int s = 0; s < steps; s++) {
+            DataSet d = batch(rnd, n, batch, vocab);
+            long t0 = System.nanoTime();
+            graph.fit(d);
+            took += (System.nanoTime() - t0) / 1e9;
+            if (!Double.isFinite(graph.score())) {
+                throw new IllegalStateException("train: the loss is " + graph.score() + " at step " + s);
+            }
+        }
+        return (double) steps * batch * n / took;
+    }
+
+    /** Features {@code [B, 1, N]} of random ids, one-hot next-token labels {@code [B, vocab, N]}, the last masked. */
+    private static DataSet batch(Random rnd, int n, int b, int vocab) {
+        INDArray features = Nd4j.create(DataType.FLOAT, b, 1, n);
+        INDArray labels = Nd4j.create(DataType.FLOAT, b, vocab, n);
+        INDArray mask = Nd4j.ones(DataType.FLOAT, b, n);
+        for (int i = 0; i < b; i++) {
+            long[] t = random(rnd, n, vocab);
+            for (int j = 0; j < n; j++) {
+                features.putScalar(i, 0, j, t[j]);
+                if (j + 1 < n) {
+                    labels.putScalar(i, (int) t[j + 1], j, 1f);
+                }
+            }
+            mask.putScalar(i, n - 1, 0f);
+        }
+        return new DataSet(features, labels, null, mask);
     }
 
     private static long[] random(Random rnd, int n, int vocab) {
