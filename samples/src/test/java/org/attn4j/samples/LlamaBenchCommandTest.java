@@ -78,15 +78,17 @@ class LlamaBenchCommandTest {
                 "--steps", "2", "--batch", "2", "--compare-hf", anchor.toString(), "--out", tmp.resolve("out")
                         .toString());
         assertEquals(0, r.exitCode(), r.err() + r.out());
-        List<String> csv = Files.readAllLines(tmp.resolve("out").resolve("bench-llama.csv"));
+        List<String> csv = Files.readAllLines(tmp.resolve("out").resolve("bench-llama-train.csv"));
         assertEquals(2, csv.size(), String.join("\n", csv));
         String[] f = csv.get(1).split(",");
         assertEquals(List.of("train", "24", "2"), List.of(f[0], f[1], f[2]));
         assertTrue(Double.parseDouble(f[3]) > 0 && Double.parseDouble(f[4]) > 50, csv.get(1));
         assertEquals(List.of("mode,n,batch,tokens_per_s,peak_rss_mb,torch,transformers",
-                "train,24,2,2,567,2.9.0,5.18.0"), Files.readAllLines(tmp.resolve("out").resolve("bench-llama-hf.csv")));
+                "train,24,2,2,567,2.9.0,5.18.0"), Files.readAllLines(tmp.resolve("out").resolve("bench-llama-train-hf.csv")));
         String md = Files.readString(tmp.resolve("out").resolve("benchmarks.md"));
         assertTrue(md.contains("| train | 24 | " + f[3] + " | 2 |") && md.contains("Train: tokens per second of 2 "
                 + "whole fine-tuning steps"), md);
+        BenchMarkdown.assertMethodInOneParagraph(md, "Llama-family models beside Hugging Face transformers: "
+                + "fine-tuning");
     }
 }

@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.models.hf.HfConfig;
+import org.attn4j.samples.MemoryLimit;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 
@@ -28,13 +29,15 @@ import picocli.CommandLine.Spec;
  * attn4j, and with {@code --compare-hf} the same shape in Hugging Face transformers + PyTorch, each measured in a
  * process of its own: greedy decoding tokens per second with the key/value cache after a prompt of N tokens, or
  * fine-tuning tokens per second (whole steps: forward, backward, Adam) on sequences of N tokens, and the process's
- * peak resident memory. Writes {@code bench-llama.csv} (attn4j), {@code bench-llama-hf.csv} (the
+ * peak resident memory. Writes {@code bench-llama.csv} (attn4j; {@code bench-llama-train.csv} in train mode),
+ * {@code bench-llama-hf.csv} (the
  * anchor) and the {@code llama} section of {@code benchmarks.md}.
  */
 @Command(name = "llama", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Decoding or fine-tuning speed and peak memory of a Llama-family model of a config.json's "
                 + "shape (random weights), beside Hugging Face transformers with --compare-hf.",
-            "Writes OUT/bench-llama.csv (mode,n,batch,tokens_per_s,peak_rss_mb), OUT/bench-llama-hf.csv and a "
+            "Writes OUT/bench-llama.csv (mode,n,batch,tokens_per_s,peak_rss_mb; bench-llama-train.csv in train "
+                    + "mode), OUT/bench-llama-hf.csv (bench-llama-train-hf.csv) and a "
                     + "section of OUT/benchmarks.md."})
 public final class LlamaBenchCommand implements Callable<Integer> {
 
@@ -127,7 +130,7 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         List<String> ours = new ArrayList<>(List.of(HEADER));
         List<String> theirs = new ArrayList<>(List.of(HEADER + ",torch,transformers"));
         StringBuilder md = new StringBuilder(MarkdownSection.opening("Llama-family models beside Hugging Face "
-                + "transformers", "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()),
+                + "transformers" + (train ? ": fine-tuning" : ""), "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()),
                 machine, "A model of the shape of `" + config.getFileName() + "` (" + c.layers() + " layers of width "
                         + c.hidden() + ", " + c.heads() + " query and " + c.kvHeads() + " key/value heads of "
                         + c.headDim() + ", SwiGLU " + c.intermediate() + ", vocabulary " + c.vocab() + "), random "
@@ -160,13 +163,15 @@ public final class LlamaBenchCommand implements Callable<Integer> {
                             Double.parseDouble(a[3]) / Double.parseDouble(h[3])), a[4], h == null ? "-" : h[4]));
         }
         Files.createDirectories(out);
-        Files.write(out.resolve("bench-llama.csv"), ours, StandardCharsets.UTF_8);
+        String name = train ? "llama-train" : "llama";
+        Files.write(out.resolve("bench-" + name + ".csv"), ours, StandardCharsets.UTF_8);
         if (anchor != null) {
-            Files.write(out.resolve("bench-llama-hf.csv"), theirs, StandardCharsets.UTF_8);
+            Files.write(out.resolve("bench-" + name + "-hf.csv"), theirs, StandardCharsets.UTF_8);
         }
-        MarkdownSection.replace(out.resolve("benchmarks.md"), "llama", md.toString());
-        log.printf("wrote %s%s and the 'llama' section of %s%n", out.resolve("bench-llama.csv"),
-                anchor == null ? "" : ", " + out.resolve("bench-llama-hf.csv"), out.resolve("benchmarks.md"));
+        MarkdownSection.replace(out.resolve("benchmarks.md"), name, md.toString());
+        log.printf("wrote %s%s and the '%s' section of %s%n", out.resolve("bench-" + name + ".csv"),
+                anchor == null ? "" : ", " + out.resolve("bench-" + name + "-hf.csv"), name,
+                out.resolve("benchmarks.md"));
         return 0;
     }
 
@@ -178,6 +183,9 @@ public final class LlamaBenchCommand implements Callable<Integer> {
                 .args(List.of(config.toAbsolutePath().toString(), Integer.toString(layers), mode, Integer.toString(n),
                         Integer.toString(batch), Integer.toString(mode.equals("train") ? steps : newTokens)))
                 .heap(heap).timeout(Duration.ofHours(2))
+                // No JavaCPP bound on the resident memory (by default four times the heap): the peak is what is
+                // measured, and a fine-tuning step of a large shape holds several times the heap off-heap.
+                .jvmArgs(List.of("-D" + MemoryLimit.PROPERTY + "=0", "-Dorg.bytedeco.javacpp.maxbytes=0"))
                 .env("OMP_NUM_THREADS", cores).env("OPENBLAS_NUM_THREADS", cores)
                 .output(lines.sink(), line -> { }).build().run();
         if (!r.succeeded() || lines.results().isEmpty()) {

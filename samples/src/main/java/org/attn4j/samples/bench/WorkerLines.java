@@ -45,9 +45,16 @@ final class WorkerLines {
 
     /** In a worker: prints why it failed, in one line, and exits 1. */
     static void fail(Throwable e) {
-        System.out.println(FAILED + e.getClass().getSimpleName() + ": "
-                + String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        System.out.println(FAILED + line(e) + (root == e ? "" : " (caused by " + line(root) + ")"));
         System.out.flush();
         System.exit(1);
+    }
+
+    private static String line(Throwable e) {
+        return e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).lines().findFirst().orElse("");
     }
 }
