@@ -3,6 +3,7 @@ package org.attn4j.samples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -18,18 +19,31 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class LlamaBenchCommandTest {
 
+    /** The line before the anchor's row. */
+    private static final String HEADER = "echo 'mode,n,batch,threads,tokens_per_s,peak_rss_mb,torch,transformers'\n";
+
     @TempDir
     Path tmp;
 
-    @Test
-    void writesARowPerLengthAndTheAnchorsBesideIt() throws Exception {
+    /** The tiny Llama's config.json from ../shared/fixtures; the test is skipped without it. */
+    private static Path tinyLlama() {
         Path config = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model", "config.json")
                 .toAbsolutePath().normalize();
         Assumptions.assumeTrue(Files.isRegularFile(config), "no fixture at " + config);
+        return config;
+    }
+
+    /** A directory whose run.sh, standing in for the anchor, is {@code script}. */
+    private Path standIn(String script) throws IOException {
         Path anchor = Files.createDirectories(tmp.resolve("anchor"));
-        Files.writeString(anchor.resolve("run.sh"), "echo 'loading'\n"
-                + "echo 'mode,n,batch,threads,tokens_per_s,peak_rss_mb,torch,transformers'\n"
-                + "echo \"$1,$5,1,2,123.4,567,2.9.0,5.18.0\"\n");
+        Files.writeString(anchor.resolve("run.sh"), script);
+        return anchor;
+    }
+
+    @Test
+    void writesARowPerLengthAndTheAnchorsBesideIt() throws Exception {
+        Path config = tinyLlama();
+        Path anchor = standIn("echo 'loading'\n" + HEADER + "echo \"$1,$5,1,2,123.4,567,2.9.0,5.18.0\"\n");
         CliRun r = CliRun.of("bench", "llama", "--config", config.toString(), "--n", "40,72", "--new-tokens", "3",
                 "--compare-hf", anchor.toString(), "--out", tmp.resolve("out").toString());
         assertEquals(0, r.exitCode(), r.err() + r.out());
@@ -65,15 +79,10 @@ class LlamaBenchCommandTest {
      */
     @Test
     void trainModeTimesWholeStepsAndAsksTheAnchorForTheSame() throws Exception {
-        Path config = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model", "config.json")
-                .toAbsolutePath().normalize();
-        Assumptions.assumeTrue(Files.isRegularFile(config), "no fixture at " + config);
-        Path anchor = Files.createDirectories(tmp.resolve("anchor"));
+        Path config = tinyLlama();
         // The stand-in prints its arguments' steps and batch where the anchor prints its rate and batch.
-        Files.writeString(anchor.resolve("run.sh"), "while [ $# -gt 0 ]; do case $1 in --steps) s=$2;; --batch) b=$2;; "
-                + "--n) n=$2;; esac; shift; done\n"
-                + "echo 'mode,n,batch,threads,tokens_per_s,peak_rss_mb,torch,transformers'\n"
-                + "echo \"train,$n,$b,2,$s,567,2.9.0,5.18.0\"\n");
+        Path anchor = standIn("while [ $# -gt 0 ]; do case $1 in --steps) s=$2;; --batch) b=$2;; --n) n=$2;; "
+                + "esac; shift; done\n" + HEADER + "echo \"train,$n,$b,2,$s,567,2.9.0,5.18.0\"\n");
         CliRun r = CliRun.of("bench", "llama", "--config", config.toString(), "--mode", "train", "--n", "24",
                 "--steps", "2", "--batch", "2", "--compare-hf", anchor.toString(), "--out", tmp.resolve("out")
                         .toString());
@@ -84,7 +93,8 @@ class LlamaBenchCommandTest {
         assertEquals(List.of("train", "24", "2"), List.of(f[0], f[1], f[2]));
         assertTrue(Double.parseDouble(f[3]) > 0 && Double.parseDouble(f[4]) > 50, csv.get(1));
         assertEquals(List.of("mode,n,batch,tokens_per_s,peak_rss_mb,torch,transformers",
-                "train,24,2,2,567,2.9.0,5.18.0"), Files.readAllLines(tmp.resolve("out").resolve("bench-llama-train-hf.csv")));
+                "train,24,2,2,567,2.9.0,5.18.0"),
+                Files.readAllLines(tmp.resolve("out").resolve("bench-llama-train-hf.csv")));
         String md = Files.readString(tmp.resolve("out").resolve("benchmarks.md"));
         assertTrue(md.contains("| train | 24 | " + f[3] + " | 2 |") && md.contains("Train: tokens per second of 2 "
                 + "whole fine-tuning steps"), md);

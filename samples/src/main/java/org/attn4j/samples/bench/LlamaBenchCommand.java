@@ -29,9 +29,9 @@ import picocli.CommandLine.Spec;
  * attn4j, and with {@code --compare-hf} the same shape in Hugging Face transformers + PyTorch, each measured in a
  * process of its own: greedy decoding tokens per second with the key/value cache after a prompt of N tokens, or
  * fine-tuning tokens per second (whole steps: forward, backward, Adam) on sequences of N tokens, and the process's
- * peak resident memory. Writes {@code bench-llama.csv} (attn4j; {@code bench-llama-train.csv} in train mode),
- * {@code bench-llama-hf.csv} (the
- * anchor) and the {@code llama} section of {@code benchmarks.md}.
+ * peak resident memory. Writes {@code bench-llama.csv} (attn4j), {@code bench-llama-hf.csv} (the anchor) and the
+ * {@code llama} section of {@code benchmarks.md}; in train mode {@code bench-llama-train.csv},
+ * {@code bench-llama-train-hf.csv} and the {@code llama-train} section.
  */
 @Command(name = "llama", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Decoding or fine-tuning speed and peak memory of a Llama-family model of a config.json's "
@@ -129,18 +129,19 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         MachineInfo machine = MachineInfo.current();
         List<String> ours = new ArrayList<>(List.of(HEADER));
         List<String> theirs = new ArrayList<>(List.of(HEADER + ",torch,transformers"));
+        String measured = train ? "Train: tokens per second of " + steps + " whole fine-tuning steps (forward, "
+                + "backward and an Adam update of every weight, learning rate 1e-5) on " + batch + " sequence(s) of N "
+                + "random tokens, each position predicting the next (cross-entropy over the whole vocabulary); one "
+                + "step before them is not timed, nor is making the batches."
+                : "Decode: greedy tokens per second over " + newTokens + " tokens with the key/value cache after a "
+                + "prompt of N random tokens (the prompt is not timed; a short generation before it is not either).";
         StringBuilder md = new StringBuilder(MarkdownSection.opening("Llama-family models beside Hugging Face "
-                + "transformers" + (train ? ": fine-tuning" : ""), "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()),
+                + "transformers" + (train ? ": fine-tuning" : ""),
+                "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs()),
                 machine, "A model of the shape of `" + config.getFileName() + "` (" + c.layers() + " layers of width "
                         + c.hidden() + ", " + c.heads() + " query and " + c.kvHeads() + " key/value heads of "
                         + c.headDim() + ", SwiGLU " + c.intermediate() + ", vocabulary " + c.vocab() + "), random "
-                        + "weights, float32. " + (train ? "Train: tokens per second of " + steps + " whole "
-                        + "fine-tuning steps (forward, backward and an Adam update of every weight, learning rate "
-                        + "1e-5) on " + batch + " sequence(s) of N random tokens, each position predicting the next "
-                        + "(cross-entropy over the whole vocabulary); one step before them is not timed, nor is "
-                        + "making the batches." : "Decode: greedy tokens per second over " + newTokens + " tokens "
-                        + "with the key/value cache after a prompt of N random tokens (the prompt is not timed; a "
-                        + "short generation before it is not either).") + " Each figure comes from a process of its own, whose "
+                        + "weights, float32. " + measured + " Each figure comes from a process of its own, whose "
                         + "peak resident memory (VmHWM, ru_maxrss) is reported: attn4j's with the weights "
                         + "off-heap and a " + heap + " Java heap, Hugging Face transformers + PyTorch's "
                         + "(`attn_implementation=\"sdpa\"`) beside it with the same shape, both on every core."));
