@@ -1,5 +1,7 @@
 package org.attn4j.samples;
 
+import java.util.List;
+
 /**
  * The resident memory at which JavaCPP collects garbage before it lets ND4J allocate more (its
  * {@code maxPhysicalBytes}), read once when ND4J loads. ND4J's arrays live off-heap and are freed when their Java
@@ -36,6 +38,11 @@ public final class MemoryLimit {
         if (!userSetBytes) {
             System.setProperty(BYTES, "0");
         }
+    }
+
+    /** The JVM flags that start a process of its own with neither bound (as {@link #liftDefault} leaves the CLI). */
+    public static List<String> unboundedFlags() {
+        return List.of("-D" + PROPERTY + "=0", "-D" + BYTES + "=0");
     }
 
     /**

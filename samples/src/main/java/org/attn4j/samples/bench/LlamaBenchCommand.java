@@ -186,7 +186,7 @@ public final class LlamaBenchCommand implements Callable<Integer> {
                 .heap(heap).timeout(Duration.ofHours(2))
                 // No JavaCPP bound on the resident memory (by default four times the heap): the peak is what is
                 // measured, and a fine-tuning step of a large shape holds several times the heap off-heap.
-                .jvmArgs(List.of("-D" + MemoryLimit.PROPERTY + "=0", "-Dorg.bytedeco.javacpp.maxbytes=0"))
+                .jvmArgs(MemoryLimit.unboundedFlags())
                 .env("OMP_NUM_THREADS", cores).env("OPENBLAS_NUM_THREADS", cores)
                 .output(lines.sink(), line -> { }).build().run();
         if (!r.succeeded() || lines.results().isEmpty()) {
