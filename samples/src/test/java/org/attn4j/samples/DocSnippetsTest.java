@@ -59,6 +59,7 @@ import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.deeplearning4j.nn.multilayer.MultiLayerNetwork;
 import org.deeplearning4j.util.ModelSerializer;
 import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.models.hf.HfFineTuner;
 import org.attn4j.models.hf.HfTokenizer;
 import org.attn4j.ops.rope.RotaryEmbedding;
 import org.junit.jupiter.api.Test;
@@ -451,6 +452,31 @@ class DocSnippetsTest {
                 .build();
         // end snippet
         assertEquals(64, attention.effectiveHeadSize());
+    }
+
+    @Test
+    void huggingFaceFineTuning() throws Exception {
+        Path modelDir = Path.of("..", "..", "shared", "fixtures", "hf-tiny", "llama-gqa-f32", "model")
+                .toAbsolutePath().normalize();
+        org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.isDirectory(modelDir), "no fixture");
+        long[][] sequences = {{1, 5, 9, 2, 7, 3, 8, 4}, {4, 4, 6, 1, 0, 2, 9, 5}};
+        Path tuned = tmp.toPath().resolve("tuned");
+        List<Double> losses = org.attn4j.distributed.testing.Ranks.runInJvm(4, java.time.Duration.ofSeconds(60),
+                java.time.Duration.ofMinutes(2), transport -> {
+                    Path outDir = tuned.resolve(Integer.toString(transport.rank()));
+                    // snippet: hf-finetune
+                    HfDecoder model = HfDecoder.load(modelDir, DataType.FLOAT);
+                    HfFineTuner tuner = HfFineTuner.builder(model, transport)   // alone: InJvmTransport.group(1, timeout).get(0)
+                            .strategy(ParallelStrategy.sequence("ring", 4).withZero(ZeroStage.GRADIENTS))
+                            .learningRate(2e-5).warmupSteps(10).steps(200).clipGradientNorm(1.0).build();
+                    double loss = tuner.step(HfFineTuner.batch(sequences, DataType.FLOAT));   // long[B][N] token ids
+                    model.save(outDir, "BF16", 2L << 30);
+                    // end snippet
+                    assertTrue(java.nio.file.Files.isRegularFile(outDir.resolve("model.safetensors")));
+                    return loss;
+                });
+        assertEquals(losses.get(0), losses.get(3), "every rank reports the batch's loss");
+        assertTrue(losses.get(0) > 0 && losses.get(0) < 10, losses.toString());
     }
 
     @Test

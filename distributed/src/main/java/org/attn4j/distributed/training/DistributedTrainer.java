@@ -102,6 +102,9 @@ public final class DistributedTrainer {
     private long batchesDone;
     private int resumedAt = -1;
     private final int logEvery;
+    private final double maxGradientNorm;
+    private final boolean perToken;
+    private double lastGradientNorm = Double.NaN;
     private long loggedAt = System.nanoTime();
     private long tokensSinceLog;
 
@@ -112,6 +115,8 @@ public final class DistributedTrainer {
         this.causalLayout = b.causal;
         this.listeners = List.copyOf(b.listeners);
         this.logEvery = b.logEvery;
+        this.maxGradientNorm = b.maxGradientNorm;
+        this.perToken = b.perToken;
         int w = transport.worldSize();
         if (w != strategy.worldSize()) {
             throw new IllegalArgumentException("DistributedTrainer: the strategy " + strategy + " needs "
@@ -185,6 +190,8 @@ public final class DistributedTrainer {
         private boolean resume;
         private int logEvery = DEFAULT_LOG_EVERY;
         private CheckpointStore.ShardOutput shardOutput = CheckpointStore.ShardOutput.WHOLE;
+        private double maxGradientNorm;
+        private boolean perToken;
 
         private Builder(Model model, Transport transport) {
             this.model = model;
@@ -256,6 +263,34 @@ public final class DistributedTrainer {
             return this;
         }
 
+        /**
+         * Clips the gradient by its global norm before every update, as PyTorch's {@code clip_grad_norm_} does: the
+         * gradient the updater receives (DL4J's, of the score the trainer reports) is scaled by
+         * {@code min(1, maxNorm / (norm + 1e-6))}, its norm taken over every parameter that trains (not those of an
+         * {@code Sgd} updater at a rate of zero, which are frozen): over the whole
+         * summed vector at ZeRO stage 0, over every worker's slice (one all-reduce of a number) from stage 1, so that
+         * every stage and every worker count clips alike. 0 (the default) does not clip.
+         */
+        public Builder clipGradientNorm(double maxNorm) {
+            if (!(maxNorm >= 0) || Double.isInfinite(maxNorm)) {
+                throw new IllegalArgumentException("DistributedTrainer: the gradient norm to clip at must be >= 0 "
+                        + "(0 = off), got " + maxNorm);
+            }
+            this.maxGradientNorm = maxNorm;
+            return this;
+        }
+
+        /**
+         * The loss and its gradient as means over the predicted tokens of the whole batch (the ones of the label
+         * mask, every position without one), as Hugging Face's causal language models compute them, instead of
+         * DL4J's sum over the time steps averaged over the examples: the gradient is divided by the batch's tokens
+         * instead of its examples, and the score reported per token. Default false.
+         */
+        public Builder perTokenLoss(boolean p) {
+            this.perToken = p;
+            return this;
+        }
+
         /** DL4J listeners called after every step on this worker, in addition to the network's own. */
         public Builder listeners(TrainingListener... l) {
             listeners.addAll(Arrays.asList(l));
@@ -283,6 +318,14 @@ public final class DistributedTrainer {
     /** The strategy of this run. */
     public ParallelStrategy strategy() {
         return strategy;
+    }
+
+    /**
+     * The global norm of the last step's gradient, before clipping: the gradient the updater receives (divided by
+     * the minibatch as DL4J's updater divides it), over every parameter of every worker. NaN before the first step.
+     */
+    public double gradientNorm() {
+        return lastGradientNorm;
     }
 
     /** The whole batch's score of the last step (before its update). */
@@ -406,7 +449,7 @@ public final class DistributedTrainer {
 
     /** A batch checked and cut to this worker's examples and time steps; {@code b} is the whole batch's size. */
     private record Part(INDArray features, INDArray labels, INDArray labelMask, Documents documents, int b,
-                        int n) {
+                        int n, double groupTokens) {
     }
 
     /** Checks {@code batch} and cuts out this worker's part; moves no parameter. */
@@ -433,8 +476,12 @@ public final class DistributedTrainer {
         int perGroup = whole ? b / d : 0;                       // 0: the batch is this group's already
         INDArray mask = batch.getLabelsMaskArray() == null ? null
                 : shard(examples(batch.getLabelsMaskArray(), perGroup), positions);
+        INDArray groupMask = batch.getLabelsMaskArray() == null ? null : examples(batch.getLabelsMaskArray(),
+                perGroup);
+        double groupTokens = groupMask == null ? (double) (whole ? b / d : features.size(0)) * n
+                : groupMask.sumNumber().doubleValue();
         return new Part(shard(examples(features, perGroup), positions), shard(examples(labels, perGroup), positions),
-                mask, examples(documents, perGroup), b, n);
+                mask, examples(documents, perGroup), b, n, groupTokens);
     }
 
     /**
@@ -453,7 +500,15 @@ public final class DistributedTrainer {
 
         INDArray partial = Nd4j.scalar(DataType.DOUBLE, net.score()).reshape(1);
         double score = world.allReduce(partial).getDouble(0) / strategy.dataParallel();
-        step(p.b());
+        double divisor = net.miniBatch() ? p.b() : 1;
+        if (perToken) {
+            // every member of a group holds the group's examples: the sum over all workers counts each s times
+            INDArray t = Nd4j.scalar(DataType.DOUBLE, p.groupTokens()).reshape(1);
+            double tokens = world.allReduce(t).getDouble(0) / strategy.sequenceParallel();
+            score = score * p.b() / tokens;
+            divisor = tokens;
+        }
+        step(divisor);
         lastScore = score;
         net.setScore(score);
         int iteration = net.iteration();
@@ -712,14 +767,14 @@ public final class DistributedTrainer {
      * stage 2 the gradient pages outside the slice are released; stage 3 gathers the parameters later instead
      * (at the end of a public {@code fit}, or before the next forward pass of an epoch).
      */
-    private void step(int batchSize) {
+    private void step(double divisor) {
         INDArray grad = net.gradients().reshape(paramCount);
-        double divisor = net.miniBatch() ? batchSize : 1;
         int iteration = net.iteration();
         int epoch = net.epoch();
         INDArray params = net.params();
         if (strategy.zero() == ZeroStage.NONE) {
             INDArray sum = world.allReduce(grad);
+            clip(sum, updater.trainedSquares(sum), divisor);
             updater.step(sum, params, iteration, epoch, divisor);
             sum.close();
             return;
@@ -737,11 +792,24 @@ public final class DistributedTrainer {
             ResidentPages.release(grad, 0, sliceFrom);
             ResidentPages.release(grad, sliceTo, paramCount);
         }
+        INDArray squares = Nd4j.scalar(DataType.DOUBLE, updater.trainedSquares(mine)).reshape(1);
+        clip(mine, world.allReduce(squares).getDouble(0), divisor);
         updater.step(mine, params, iteration, epoch, divisor);
         if (strategy.zero() == ZeroStage.PARAMETERS) {
             paramsWhole = false;                   // the other slices are a step behind until gathered
         } else {
             shards.gatherAll();
+        }
+    }
+
+    /**
+     * Records the norm of the gradient the updater receives ({@code g / divisor}, its squared sum over every worker
+     * {@code squares / divisor^2}) and scales {@code g} in place if it exceeds the clipping norm.
+     */
+    private void clip(INDArray g, double squares, double divisor) {
+        lastGradientNorm = Math.sqrt(squares) / divisor;
+        if (maxGradientNorm > 0 && lastGradientNorm > maxGradientNorm) {
+            g.muli(maxGradientNorm / (lastGradientNorm + 1e-6));
         }
     }
 

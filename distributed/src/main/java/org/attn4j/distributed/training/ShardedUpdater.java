@@ -182,6 +182,32 @@ final class ShardedUpdater {
     }
 
     /**
+     * The sum of the squares of the slice's gradient over the parameters that train: those of an {@code Sgd} updater
+     * at a fixed rate of zero are frozen, and PyTorch's {@code clip_grad_norm_} sees no gradient of a frozen
+     * parameter either.
+     *
+     * @param gradient the slice's gradient, {@code to - from} elements
+     */
+    double trainedSquares(INDArray gradient) {
+        INDArray g = gradient.reshape(gradient.length());
+        double sum = 0;
+        for (Part p : parts) {
+            if (frozen(p.updater().getConfig())) {
+                continue;
+            }
+            double norm = g.get(NDArrayIndex.interval(p.from() - from, p.to() - from)).norm2Number().doubleValue();
+            sum += norm * norm;
+        }
+        return sum;
+    }
+
+    /** Whether {@code c} never moves its parameters: SGD at a fixed rate of zero. */
+    static boolean frozen(IUpdater c) {
+        return c instanceof org.nd4j.linalg.learning.config.Sgd sgd && sgd.getLearningRateSchedule() == null
+                && sgd.getLearningRate() == 0;
+    }
+
+    /**
      * One step on the slice: {@code params[from, to) -= updater(gradient / divisor)}.
      *
      * @param gradient the summed gradient of the slice, {@code to - from} elements (overwritten with the update)

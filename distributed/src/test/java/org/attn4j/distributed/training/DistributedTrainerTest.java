@@ -165,6 +165,43 @@ class DistributedTrainerTest {
         assertTrue(messages.get(0).contains("regularization"), messages.get(0));
     }
 
+    /**
+     * Gradient clipping by the global norm: with plain SGD, one step at ZeRO stages 0 and 3 on four workers (two
+     * sequence-parallel groups of two) moves the parameters by {@code -lr g / B * maxNorm / (|g / B| + 1e-6)}, g
+     * being DL4J's gradient of the whole batch in one process, and reports {@code |g / B|} as the norm.
+     */
+    @ParameterizedTest(name = "ZeRO {0}")
+    @CsvSource({"NONE", "PARAMETERS"})
+    void clippingScalesTheStepByTheGlobalNormOfOneProcesssGradient(ZeroStage zero) throws Exception {
+        Nd4j.setDefaultDataTypes(DataType.DOUBLE, DataType.DOUBLE);
+        DataSet batch = TrainingFixtures.batches(DataType.DOUBLE, 1, 4, 16, 7).get(0);
+        double lr = 0.1;
+        ComputationGraph single = graph(false, new org.nd4j.linalg.learning.config.Sgd(lr));
+        INDArray start = single.params().dup();
+        single.setInputs(batch.getFeatures());
+        single.setLabels(batch.getLabels());
+        single.computeGradientAndScore();
+        INDArray perExample = single.gradient().gradient().dup().divi(4);
+        double norm = perExample.norm2Number().doubleValue();
+        double maxNorm = norm / 4;
+        INDArray expected = start.sub(perExample.mul(lr * maxNorm / (norm + 1e-6)));
+        ParallelStrategy s = ParallelStrategy.sequence("ring", 2).withDataParallel(2).withZero(zero);
+        List<Object[]> runs = TrainingFixtures.onWorkers(4, t -> {
+            ComputationGraph g = graph(false, new org.nd4j.linalg.learning.config.Sgd(lr));
+            DistributedTrainer trainer = DistributedTrainer.builder(g, t).strategy(s).clipGradientNorm(maxNorm)
+                    .build();
+            trainer.fit(batch);
+            return new Object[] {trainer.gradientNorm(), g.params().dup()};
+        });
+        for (Object[] r : runs) {
+            assertEquals(norm, (double) r[0], 1e-10 * norm, "the gradient's global norm");
+            INDArray got = (INDArray) r[1];
+            double err = got.sub(expected).norm2Number().doubleValue() / expected.sub(start).norm2Number()
+                    .doubleValue();
+            assertTrue(err < 1e-9, "the clipped step differs from one process's by " + err + " of the step");
+        }
+    }
+
     /** in -> embedding -> attention -> (+ embedding) -> attention -> (+) -> softmax: a residual GPT-like graph. */
     private static ComputationGraph graph() {
         return graph(false);
@@ -172,9 +209,14 @@ class DistributedTrainerTest {
 
     /** {@link #graph()}, with the embedding tied to the output layer's weights when {@code tied}. */
     private static ComputationGraph graph(boolean tied) {
+        return graph(tied, new Adam(1e-2));
+    }
+
+    /** {@link #graph(boolean)} with {@code updater}. */
+    private static ComputationGraph graph(boolean tied, org.nd4j.linalg.learning.config.IUpdater updater) {
         int w = TrainingFixtures.WIDTH;
         ComputationGraphConfiguration conf = new NeuralNetConfiguration.Builder().seed(5).dataType(DataType.DOUBLE)
-                .updater(new Adam(1e-2)).weightInit(WeightInit.XAVIER).graphBuilder()
+                .updater(updater).weightInit(WeightInit.XAVIER).graphBuilder()
                 .addInputs("in")
                 .addLayer("embed", tied ? new TiedEmbeddingLayer.Builder().width(w).head("out").build()
                         : new EmbeddingSequenceLayer.Builder().nIn(TrainingFixtures.VOCAB).nOut(w)

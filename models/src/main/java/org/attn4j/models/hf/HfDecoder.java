@@ -52,7 +52,8 @@ import org.nd4j.shade.jackson.databind.ObjectMapper;
  *   head                     RnnOutputLayer(d -> vocab, softmax)              lm_head (the embedding when tied)
  * </pre>
  * The head's bias (DL4J 1.0.0-M2.1's RnnOutputLayer fails without one) starts and loads at zero; checkpoints of
- * these model types have none.
+ * these model types have none, and {@link HfFineTuner} keeps it there. The head's labels are the next tokens' ids
+ * {@code [B, 1, N]} (sparse cross-entropy: no vocabulary-sized label array).
  * Hugging Face's Linear weights are {@code [out, in]}; attn4j's are {@code [in, out]}: loading and saving transpose.
  * RoPE pairs features as transformers' rotate-half, which checkpoints in this format expect.
  */
@@ -108,7 +109,7 @@ public final class HfDecoder {
             x = "res2_" + l;
         }
         return g.addLayer("norm", norm(c), x)
-                .addLayer("head", new RnnOutputLayer.Builder(LossFunctions.LossFunction.MCXENT)
+                .addLayer("head", new RnnOutputLayer.Builder(LossFunctions.LossFunction.SPARSE_MCXENT)
                         .activation(Activation.SOFTMAX).nIn(c.hidden()).nOut(c.vocab()).biasInit(0)
                         .dataFormat(RNNFormat.NCW).build(), "norm")
                 .setOutputs("head")

@@ -6,6 +6,7 @@ import java.util.Random;
 
 import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.models.hf.HfFineTuner;
 import org.attn4j.samples.metrics.PeakMemory;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.nd4j.linalg.api.buffer.DataType;
@@ -112,22 +113,16 @@ public final class LlamaBenchWorker {
         return (double) steps * batch * n / took;
     }
 
-    /** Features {@code [B, 1, N]} of random ids, one-hot next-token labels {@code [B, vocab, N]}, the last masked. */
+    /**
+     * {@code b} sequences of {@code n} random ids as a fine-tuning batch ({@link HfFineTuner#batch}): the next ids as
+     * labels, the last position unscored.
+     */
     private static DataSet batch(Random rnd, int n, int b, int vocab) {
-        INDArray features = Nd4j.create(DataType.FLOAT, b, 1, n);
-        INDArray labels = Nd4j.create(DataType.FLOAT, b, vocab, n);
-        INDArray mask = Nd4j.ones(DataType.FLOAT, b, n);
+        long[][] tokens = new long[b][];
         for (int i = 0; i < b; i++) {
-            long[] t = random(rnd, n, vocab);
-            for (int j = 0; j < n; j++) {
-                features.putScalar(i, 0, j, t[j]);
-                if (j + 1 < n) {
-                    labels.putScalar(i, (int) t[j + 1], j, 1f);
-                }
-            }
-            mask.putScalar(i, n - 1, 0f);
+            tokens[i] = random(rnd, n, vocab);
         }
-        return new DataSet(features, labels, null, mask);
+        return HfFineTuner.batch(tokens, DataType.FLOAT);
     }
 
     private static long[] random(Random rnd, int n, int vocab) {

@@ -43,11 +43,13 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code attn4j hf}: Hugging Face Llama-family checkpoints (docs/models.md): {@code logits} of token ids,
- * {@code generate} with the key/value cache, {@code tokenize} with the model's tokenizer.
+ * {@code generate} with the key/value cache, {@code tokenize} with the model's tokenizer, {@code finetune} on a text
+ * file ({@link FineTuneCommand}).
  */
 @Command(name = "hf", mixinStandardHelpOptions = true,
         description = "Run Hugging Face Llama, Mistral and Qwen2 checkpoints (docs/models.md).",
-        subcommands = {HfCommand.Logits.class, HfCommand.Generate.class, HfCommand.Tokenize.class})
+        subcommands = {HfCommand.Logits.class, HfCommand.Generate.class, HfCommand.Tokenize.class,
+            FineTuneCommand.class})
 public final class HfCommand implements Runnable {
 
     @Spec

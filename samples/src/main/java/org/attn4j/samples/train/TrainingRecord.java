@@ -42,14 +42,14 @@ import org.nd4j.shade.jackson.databind.node.ObjectNode;
  * something survives it to say so. Thread-safe: the hook and the training thread write under one lock, and once a
  * run has ended nothing more is written, so model.zip and the summary's "checkpoint_step" always agree.
  */
-final class TrainingRecord {
+public final class TrainingRecord {
 
     /** The summary's file name. */
-    static final String SUMMARY = "summary.json";
+    public static final String SUMMARY = "summary.json";
     /** The model's file name. */
     static final String MODEL = "model.zip";
     /** The loss curve's file name. */
-    static final String CURVE = "loss.png";
+    public static final String CURVE = "loss.png";
     /** The status of a run that has not ended. */
     static final String RUNNING = "running";
     /** The status of a run that did all it was asked. */
@@ -72,7 +72,7 @@ final class TrainingRecord {
      *
      * @throws IOException if the directory or the summary cannot be written
      */
-    TrainingRecord(Path dir, ObjectNode settings) throws IOException {
+    public TrainingRecord(Path dir, ObjectNode settings) throws IOException {
         this.dir = dir;
         this.settings = settings.deepCopy();
         Files.createDirectories(dir);
@@ -81,40 +81,86 @@ final class TrainingRecord {
     }
 
     /** {@code stepsDone} steps are done, and {@code results} is what is known of them; written at the next event. */
-    synchronized void stepDone(int stepsDone, ObjectNode results) {
+    public synchronized void stepDone(int stepsDone, ObjectNode results) {
         this.stepsDone = stepsDone;
         this.results = results;
     }
 
+    /** Writes a model to a path that does not exist yet (a file, or a directory it creates). */
+    @FunctionalInterface
+    public interface ModelWriter {
+        void write(Path to) throws IOException;
+    }
+
     /**
-     * Saves {@code net} as the model of {@code step} (steps done) and says so in the summary; nothing once the run
-     * has ended.
+     * Saves {@code net} as the model of {@code step} (steps done), {@value #MODEL}, and says so in the summary;
+     * nothing once the run has ended.
      *
      * @throws IOException if it cannot be written; the previous model stays
      */
     synchronized void checkpoint(Model net, int step) throws IOException {
+        checkpoint(MODEL, to -> {
+            try (OutputStream o = Files.newOutputStream(to)) {
+                ModelSerializer.writeModel(net, o, false);
+            }
+        }, step);
+    }
+
+    /**
+     * Saves the model of {@code step} (steps done) as {@code name} (a file or a directory) with {@code writer}, and
+     * says so in the summary; nothing once the run has ended. It is written beside its name first; a directory then
+     * replaces the previous one by two renames, so at every moment {@code name} or {@code name.old} holds a whole
+     * model.
+     *
+     * @throws IOException if it cannot be written; the previous model stays
+     */
+    public synchronized void checkpoint(String name, ModelWriter writer, int step) throws IOException {
         if (ended) {
             return;
         }
-        Path tmp = dir.resolve(MODEL + ".tmp");
-        try (OutputStream o = Files.newOutputStream(tmp)) {
-            ModelSerializer.writeModel(net, o, false);
+        Path tmp = dir.resolve(name + ".tmp");
+        deleteTree(tmp);
+        try {
+            writer.write(tmp);
         } catch (IOException | RuntimeException | Error e) {
             try {
-                Files.deleteIfExists(tmp);
+                deleteTree(tmp);
             } catch (IOException | RuntimeException cleanup) {
                 e.addSuppressed(cleanup);
             }
             throw e;
         }
-        replace(tmp, dir.resolve(MODEL));
+        Path target = dir.resolve(name);
+        if (Files.isDirectory(tmp)) {
+            Path old = dir.resolve(name + ".old");
+            deleteTree(old);
+            if (Files.exists(target)) {
+                Files.move(target, old);
+            }
+            Files.move(tmp, target);
+            deleteTree(old);
+        } else {
+            replace(tmp, target);
+        }
         checkpointStep = step;
         stepsDone = Math.max(stepsDone, step);
         write(summary(RUNNING));
     }
 
+    /** Deletes {@code p} and, if it is a directory, everything in it; nothing if it does not exist. */
+    private static void deleteTree(Path p) throws IOException {
+        if (!Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        try (var paths = Files.walk(p)) {
+            for (Path q : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.delete(q);
+            }
+        }
+    }
+
     /** The summary of a run that did all its {@code stepsDone} steps, with its {@code results}. */
-    synchronized void completed(int stepsDone, ObjectNode results) throws IOException {
+    public synchronized void completed(int stepsDone, ObjectNode results) throws IOException {
         stepDone(stepsDone, results);
         end(COMPLETED);
     }
@@ -124,7 +170,7 @@ final class TrainingRecord {
      * results known so far. A failure to write it is added to {@code failure} as suppressed, so the caller can
      * rethrow the failure that matters.
      */
-    synchronized void failed(Throwable failure) {
+    public synchronized void failed(Throwable failure) {
         try {
             end("failed: " + OutOfMemory.describe(failure));
         } catch (IOException | RuntimeException | Error e) {
@@ -167,7 +213,7 @@ final class TrainingRecord {
      * @param settings the run's settings, for a summary that does not exist
      * @throws IOException if it cannot be read or written
      */
-    static void failedIfUnfinished(Path dir, ObjectNode settings, String message) throws IOException {
+    public static void failedIfUnfinished(Path dir, ObjectNode settings, String message) throws IOException {
         Path file = dir.resolve(SUMMARY);
         ObjectNode s;
         if (Files.isRegularFile(file)) {
@@ -192,7 +238,7 @@ final class TrainingRecord {
      *
      * @throws IOException if it cannot be written; the previous curve stays
      */
-    void lossCurve(String title, String series, int firstStep, List<Double> losses) throws IOException {
+    public void lossCurve(String title, String series, int firstStep, List<Double> losses) throws IOException {
         XYChart chart = new XYChartBuilder().width(900).height(500).title(title).xAxisTitle("step")
                 .yAxisTitle("loss per scored token (cross-entropy, nats)").build();
         List<Double> x = new ArrayList<>();

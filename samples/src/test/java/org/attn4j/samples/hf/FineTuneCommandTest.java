@@ -1,0 +1,158 @@
+package org.attn4j.samples.hf;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.attn4j.models.hf.HfConfig;
+import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.samples.Attn4jCli;
+import org.attn4j.samples.CliRun;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.shade.jackson.databind.JsonNode;
+import org.nd4j.shade.jackson.databind.ObjectMapper;
+import org.nd4j.shade.jackson.databind.node.ObjectNode;
+
+/**
+ * {@code attn4j hf finetune} on a small random Llama whose vocabulary covers the BPE tokenizer of the fixtures
+ * (made by Hugging Face's tokenizers library): the run prints a loss per step, leaves the summary, the loss curve and
+ * the model in Hugging Face's layout with its tokenizer; two worker processes (ring, ZeRO 2) in float64 print one
+ * process's losses and save its weights; bad input is one line.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class FineTuneCommandTest {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    static Path shared;
+
+    static Path model;
+    static Path text;
+
+    @BeforeAll
+    static void fixture() throws IOException {
+        ObjectNode c = JSON.createObjectNode();
+        c.put("model_type", "llama").put("vocab_size", 322).put("hidden_size", 32).put("intermediate_size", 48)
+                .put("num_hidden_layers", 2).put("num_attention_heads", 4).put("num_key_value_heads", 2)
+                .put("max_position_embeddings", 64).put("rms_norm_eps", 1e-5).put("rope_theta", 10000.0)
+                .put("dtype", "float32");
+        model = shared.resolve("model");
+        HfDecoder.random(HfConfig.of("test", c), DataType.FLOAT, 3).save(model, "F32", 1L << 30);
+        Files.copy(Path.of("../../shared/fixtures/tokenizer-bpe/tokenizer.json"), model.resolve("tokenizer.json"));
+        StringBuilder b = new StringBuilder();
+        String[] words = {"the", "cat", "sat", "on", "a", "mat", "and", "looked", "at", "dog", "who", "ran", "away"};
+        java.util.Random rnd = new java.util.Random(4);
+        for (int i = 0; i < 600; i++) {
+            b.append(words[rnd.nextInt(words.length)]).append(i % 12 == 11 ? ".\n" : " ");
+        }
+        text = shared.resolve("text.txt");
+        Files.writeString(text, b);
+    }
+
+    private static List<Double> losses(String out) {
+        List<Double> l = new ArrayList<>();
+        for (String line : out.split("\\R")) {
+            if (line.startsWith("step ")) {
+                String[] f = line.split(" ");
+                assertEquals(l.size(), Integer.parseInt(f[1]), line);
+                l.add(Double.parseDouble(f[3]));
+            }
+        }
+        return l;
+    }
+
+    /** The command with {@code more} flags, and the test's defaults for every flag {@code more} does not give. */
+    private static String[] args(Path out, String... more) {
+        List<String> a = new ArrayList<>(List.of("hf", "finetune"));
+        a.addAll(List.of(more));
+        String[][] defaults = {{"--model", model.toString()}, {"--text", text.toString()}, {"--seq-len", "32"},
+            {"--batch", "2"}, {"--steps", "4"}, {"--lr", "1e-3"}, {"--warmup", "1"}, {"--clip", "0.5"},
+            {"--checkpoint-every", "2"}, {"--out", out.toString()}};
+        for (String[] d : defaults) {
+            if (!a.contains(d[0])) {
+                a.addAll(List.of(d));
+            }
+        }
+        return a.toArray(new String[0]);
+    }
+
+    @Test
+    void twoWorkersPrintOneProcesssLossesAndSaveItsModel(@TempDir Path dir) throws Exception {
+        CliRun one = CliRun.of(args(dir.resolve("one"), "--dtype", "float64"));
+        assertEquals(0, one.exitCode(), one.err() + one.out());
+        List<Double> expected = losses(one.out());
+        assertEquals(4, expected.size(), one.out());
+        assertTrue(expected.get(3) < expected.get(0), "the loss falls: " + expected);
+
+        Path o = dir.resolve("one");
+        JsonNode summary = JSON.readTree(o.resolve("summary.json").toFile());
+        assertEquals("completed", summary.get("status").asText());
+        assertEquals(4, summary.get("steps_done").asInt());
+        assertEquals(4, summary.get("checkpoint_step").asInt());
+        assertEquals(expected.get(0), summary.get("first_loss").asDouble());
+        assertEquals(expected.get(3), summary.get("final_loss").asDouble());
+        assertTrue(summary.get("tokens_per_second").asDouble() > 0 && summary.get("peak_bytes").asLong() > 0,
+                summary.toString());
+        assertTrue(Files.size(o.resolve("loss.png")) > 0);
+        assertEquals(Files.readString(model.resolve("tokenizer.json")),
+                Files.readString(o.resolve("model/tokenizer.json")), "the tokenizer goes with the model");
+        HfDecoder saved = HfDecoder.load(o.resolve("model"), DataType.FLOAT);
+        INDArray original = HfDecoder.load(model, DataType.FLOAT).graph().params();
+        assertTrue(saved.graph().params().sub(original).norm2Number().doubleValue() > 0, "the saved model trained");
+
+        CliRun two = CliRun.of(args(dir.resolve("two"), "--dtype", "float64", "--workers", "2", "--zero", "2"));
+        assertEquals(0, two.exitCode(), two.err() + two.out());
+        List<Double> got = losses(two.out());
+        assertEquals(expected.size(), got.size(), two.out());
+        for (int s = 0; s < got.size(); s++) {
+            assertEquals(expected.get(s), got.get(s), 1e-9 * expected.get(s), "step " + s);
+        }
+        JsonNode twoSummary = JSON.readTree(dir.resolve("two/summary.json").toFile());
+        assertEquals(2, twoSummary.get("workers").asInt());
+        assertEquals("completed", twoSummary.get("status").asText());
+        INDArray twoParams = HfDecoder.load(dir.resolve("two/model"), DataType.FLOAT).graph().params();
+        double diff = twoParams.sub(saved.graph().params()).norm2Number().doubleValue();
+        assertTrue(diff <= 1e-6 * saved.graph().params().norm2Number().doubleValue(), "saved weights differ by "
+                + diff);
+    }
+
+    @ParameterizedTest(name = "{1}")
+    @CsvSource(delimiter = '|', value = {
+        "--warmup 4|--warmup must be fewer than --steps, got 4 of 4",
+        "--strategy lasp|is a linear-attention algorithm",
+        "--seq-len 100000|needs at least 100000",
+        "--save-dtype F16|--save-dtype must be F32 or BF16, got F16",
+        "--workers 3|must be a positive multiple of"})
+    void badInputIsOneLine(String flags, String expected, @TempDir Path dir) {
+        CliRun r = CliRun.of(args(dir.resolve("out"), flags.split(" ")));
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode(), r.err());
+        assertTrue(r.err().contains(expected), r.err());
+        assertEquals(1, r.err().strip().split("\\R").length, r.err());
+    }
+
+    @Test
+    void aModelWithoutATokenizerIsRefusedInOneLine(@TempDir Path dir) throws IOException {
+        Path bare = dir.resolve("bare");
+        Files.createDirectories(bare);
+        for (String f : new String[] {"config.json", "model.safetensors"}) {
+            Files.copy(model.resolve(f), bare.resolve(f));
+        }
+        CliRun r = CliRun.of(args(dir.resolve("out"), "--model", bare.toString()));
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode(), r.err());
+        assertTrue(r.err().contains("no tokenizer.json"), r.err());
+    }
+}
