@@ -1,7 +1,9 @@
 package org.attn4j.samples;
 
+import java.io.PrintWriter;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Consumer;
 
 import org.attn4j.distributed.launch.JobEnvironment;
 
@@ -49,5 +51,20 @@ public final class JobRank {
                     + "--workers out under a launcher");
         }
         return Optional.of(job);
+    }
+
+    /**
+     * Writes the lines of local workers to {@code w} without the launcher's "[rank r] " prefix: for commands whose
+     * rank 0 alone prints what the user reads.
+     */
+    public static Consumer<String> withoutRankPrefix(PrintWriter w) {
+        return line -> {
+            String text = line.startsWith("[rank ") && line.indexOf("] ") > 0 ? line.substring(line.indexOf("] ") + 2)
+                    : line;
+            synchronized (w) {
+                w.println(text);
+                w.flush();
+            }
+        };
     }
 }

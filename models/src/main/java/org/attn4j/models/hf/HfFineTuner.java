@@ -52,7 +52,8 @@ public final class HfFineTuner {
         for (Layer layer : graph.getLayers()) {
             if (layer.conf().getLayer() instanceof BaseLayer conf) {
                 conf.setIUpdater(new Adam(schedule));
-                // the head's bias exists only because DL4J's output layer needs one: frozen at zero, as lm_head has none
+                // the head's bias exists only because DL4J's output layer needs one: frozen at zero (SGD at a rate
+                // of 0, which the trainer's norm leaves out), as lm_head has none
                 conf.setBiasUpdater(HEAD.equals(layer.conf().getLayer().getLayerName()) ? new Sgd(0.0) : null);
             }
         }

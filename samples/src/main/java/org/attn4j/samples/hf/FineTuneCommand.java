@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.Callable;
-import java.util.function.Consumer;
 
 import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.launch.LaunchResult;
@@ -221,7 +220,7 @@ public final class FineTuneCommand implements Callable<Integer> {
                 double loss = tuner.step(d);
                 losses.add(loss);
                 if (record != null) {
-                    record.stepDone(step + 1, results(losses));
+                    record.stepDone(step + 1, TrainingRecord.lossResults(losses));
                 }
                 if (leader) {
                     log.println("step " + step + " loss " + loss);
@@ -236,7 +235,7 @@ public final class FineTuneCommand implements Callable<Integer> {
             if (leader) {
                 record.lossCurve("attn4j hf finetune: " + text.getFileName(), curveName(config), first, losses);
                 PeakMemory.Reading peak = memory.stop();
-                ObjectNode results = results(losses)
+                ObjectNode results = TrainingRecord.lossResults(losses)
                         .put("tokens_per_second", (double) (steps - first) * batch * seqLen / seconds)
                         .put("seconds", seconds).put("peak_bytes", peak.peakBytes());
                 record.completed(steps, results);
@@ -396,16 +395,6 @@ public final class FineTuneCommand implements Callable<Integer> {
         return s;
     }
 
-    private static ObjectNode results(List<Double> losses) {
-        ObjectNode r = JsonNodeFactory.instance.objectNode();
-        if (losses.isEmpty()) {
-            r.putNull("first_loss").putNull("final_loss");
-        } else {
-            r.put("first_loss", losses.get(0)).put("final_loss", losses.get(losses.size() - 1));
-        }
-        return r;
-    }
-
     private String curveName(HfConfig config) {
         return config.modelType() + (workers > 1 ? ", " + workers + " workers " + strategy : "");
     }
@@ -414,8 +403,8 @@ public final class FineTuneCommand implements Callable<Integer> {
         Files.createDirectories(out);
         List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());  // "hf finetune ..."
         LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("1g")
-                .stopGrace(Duration.ofSeconds(30)).output(stripRank(spec.commandLine().getOut()),
-                        stripRank(spec.commandLine().getErr())).build().run();
+                .stopGrace(Duration.ofSeconds(30)).output(JobRank.withoutRankPrefix(spec.commandLine().getOut()),
+                        JobRank.withoutRankPrefix(spec.commandLine().getErr())).build().run();
         if (!r.succeeded()) {
             String failure = "hf finetune on " + workers + " workers failed: " + r;
             TrainingRecord.failedIfUnfinished(out, settings(config, 0, 0), failure);
@@ -424,15 +413,4 @@ public final class FineTuneCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** Worker lines without the launcher's "[rank r] " prefix (only rank 0 prints the step lines). */
-    private static Consumer<String> stripRank(PrintWriter w) {
-        return line -> {
-            String t = line.startsWith("[rank ") && line.indexOf("] ") > 0 ? line.substring(line.indexOf("] ") + 2)
-                    : line;
-            synchronized (w) {
-                w.println(t);
-                w.flush();
-            }
-        };
-    }
 }

@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.Callable;
-import java.util.function.Consumer;
 
 import org.attn4j.distributed.launch.JobEnvironment;
 import org.attn4j.distributed.launch.LaunchResult;
@@ -252,7 +251,7 @@ public final class TrainCommand implements Callable<Integer> {
                 losses.add(loss);
                 done = step + 1;
                 if (record != null) {
-                    record.stepDone(done, results(losses));
+                    record.stepDone(done, TrainingRecord.lossResults(losses));
                 }
                 if (leader) {
                     log.println("step " + step + " loss " + loss);
@@ -271,7 +270,7 @@ public final class TrainCommand implements Callable<Integer> {
                 record.lossCurve("attn4j train: " + t.name(), curveName(model), first, losses);
                 double accuracy = accuracy(net, t, seqLen, batch);
                 PeakMemory.Reading peak = memory.stop();
-                ObjectNode results = results(losses).put("accuracy", accuracy)
+                ObjectNode results = TrainingRecord.lossResults(losses).put("accuracy", accuracy)
                         .put("tokens_per_second", (double) (steps - first) * batch * seqLen / seconds)
                         .put("document_tokens_per_second", documentTokens / seconds).put("seconds", seconds)
                         .put("peak_bytes", peak.peakBytes());
@@ -320,17 +319,6 @@ public final class TrainCommand implements Callable<Integer> {
                 .put("memory_limit_bytes", Pointer.maxPhysicalBytes()).put("text", text == null ? null
                         : text.toString());
         return s;
-    }
-
-    /** The first and the last loss, null before the first step. */
-    private static ObjectNode results(List<Double> losses) {
-        ObjectNode r = JsonNodeFactory.instance.objectNode();
-        if (losses.isEmpty()) {
-            r.putNull("first_loss").putNull("final_loss");
-        } else {
-            r.put("first_loss", losses.get(0)).put("final_loss", losses.get(losses.size() - 1));
-        }
-        return r;
     }
 
     private String curveName(GptGraph model) {
@@ -473,7 +461,8 @@ public final class TrainCommand implements Callable<Integer> {
         Files.createDirectories(out);
         List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());  // "train ..."
         LaunchResult r = LocalLauncher.builder(workers, Attn4jCli.class.getName()).args(args).heap("256m")
-                .stopGrace(Duration.ofSeconds(30)).output(stripRank(o), stripRank(e)).build().run();
+                .stopGrace(Duration.ofSeconds(30)).output(JobRank.withoutRankPrefix(o), JobRank.withoutRankPrefix(e))
+                .build().run();
         if (!r.succeeded()) {
             String failure = "train on " + workers + " workers failed: " + r;
             // Rank 0 says how the run ended unless it was stopped first; then this process says it.
@@ -481,18 +470,6 @@ public final class TrainCommand implements Callable<Integer> {
             throw new UserInputException(failure);
         }
         return 0;
-    }
-
-    /** Worker lines without the launcher's "[rank r] " prefix (only rank 0 prints the step lines). */
-    private static Consumer<String> stripRank(PrintWriter w) {
-        return line -> {
-            String text = line.startsWith("[rank ") && line.indexOf("] ") > 0 ? line.substring(line.indexOf("] ") + 2)
-                    : line;
-            synchronized (w) {
-                w.println(text);
-                w.flush();
-            }
-        };
     }
 
     private GptGraph.Attention attentionKind() {

@@ -159,6 +159,17 @@ public final class TrainingRecord {
         }
     }
 
+    /** The first and the last loss of {@code losses} (one per step), null before the first step. */
+    public static ObjectNode lossResults(List<Double> losses) {
+        ObjectNode r = JSON.createObjectNode();
+        if (losses.isEmpty()) {
+            r.putNull("first_loss").putNull("final_loss");
+        } else {
+            r.put("first_loss", losses.get(0)).put("final_loss", losses.get(losses.size() - 1));
+        }
+        return r;
+    }
+
     /** The summary of a run that did all its {@code stepsDone} steps, with its {@code results}. */
     public synchronized void completed(int stepsDone, ObjectNode results) throws IOException {
         stepDone(stepsDone, results);

@@ -73,14 +73,38 @@ class TrainingRecordTest {
         ComputationGraph net = tinyModel();
         r.checkpoint(net, 0);
         byte[] before = Files.readAllBytes(tmp.resolve(TrainingRecord.MODEL));
-        Files.createDirectory(tmp.resolve(TrainingRecord.MODEL + ".tmp"));     // where the next one would be written
         net.params().addi(1);
-        assertThrows(IOException.class, () -> r.checkpoint(net, 5));
+        // the next one fails half-way, as on a full disk
+        assertThrows(IOException.class, () -> r.checkpoint(TrainingRecord.MODEL, to -> {
+            Files.write(to, new byte[] {1, 2, 3});
+            throw new IOException("No space left on device");
+        }, 5));
         assertArrayEquals(before, Files.readAllBytes(tmp.resolve(TrainingRecord.MODEL)));
+        assertTrue(Files.notExists(tmp.resolve(TrainingRecord.MODEL + ".tmp")), "the half-written file is gone");
         assertEquals(0, summary(tmp).path("checkpoint_step").asInt());
         ComputationGraph saved = ModelSerializer.restoreComputationGraph(tmp.resolve(TrainingRecord.MODEL).toFile(),
                 false);
         assertEquals(net.params().sub(1), saved.params());
+    }
+
+    @Test
+    void aModelDirectoryIsReplacedWholeAndOneThatFailsLeavesThePrevious() throws Exception {
+        TrainingRecord r = new TrainingRecord(tmp, settings());
+        for (int step : new int[] {0, 3}) {
+            r.checkpoint("model", to -> {
+                Files.createDirectories(to);
+                Files.writeString(to.resolve("weights"), "step " + step);
+            }, step);
+        }
+        assertEquals("step 3", Files.readString(tmp.resolve("model/weights")));
+        assertThrows(IOException.class, () -> r.checkpoint("model", to -> {
+            Files.createDirectories(to);
+            Files.writeString(to.resolve("weights"), "half");
+            throw new IOException("No space left on device");
+        }, 6));
+        assertEquals("step 3", Files.readString(tmp.resolve("model/weights")));
+        assertEquals(3, summary(tmp).path("checkpoint_step").asInt());
+        assertTrue(Files.notExists(tmp.resolve("model.tmp")) && Files.notExists(tmp.resolve("model.old")));
     }
 
     @Test
