@@ -322,7 +322,8 @@ public final class DistributedTrainer {
 
     /**
      * The global norm of the last step's gradient, before clipping: the gradient the updater receives (divided by
-     * the minibatch as DL4J's updater divides it), over every parameter of every worker. NaN before the first step.
+     * the examples as DL4J's updater divides it, or by the tokens with {@link Builder#perTokenLoss}), over every
+     * trained parameter of every worker. NaN before the first step.
      */
     public double gradientNorm() {
         return lastGradientNorm;
