@@ -249,15 +249,7 @@ public final class FineTuneCommand implements Callable<Integer> {
             return 0;
         } catch (Exception | Error e) {
             if (record != null) {
-                record.failed(e);
-                if (!losses.isEmpty()) {
-                    try {
-                        record.lossCurve("attn4j hf finetune (failed after " + (first + losses.size()) + " steps)",
-                                curveName(config), first, losses);
-                    } catch (IOException | RuntimeException | Error curve) {
-                        e.addSuppressed(curve);
-                    }
-                }
+                record.failed(e, "attn4j hf finetune: " + text.getFileName(), curveName(config), first, losses);
             }
             throw e;
         } finally {

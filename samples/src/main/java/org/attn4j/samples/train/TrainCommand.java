@@ -281,15 +281,7 @@ public final class TrainCommand implements Callable<Integer> {
         } catch (Exception | Error e) {
             progress.finish();                        // the error's line goes on a line of its own
             if (record != null) {
-                record.failed(e);
-                if (!losses.isEmpty()) {
-                    try {
-                        record.lossCurve("attn4j train: " + t.name() + " (failed after " + done + " steps)",
-                                curveName(model), first, losses);
-                    } catch (IOException | RuntimeException | Error curve) {
-                        e.addSuppressed(curve);
-                    }
-                }
+                record.failed(e, "attn4j train: " + t.name(), curveName(model), first, losses);
             }
             throw e;
         } finally {

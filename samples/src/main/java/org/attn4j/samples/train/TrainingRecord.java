@@ -189,6 +189,22 @@ public final class TrainingRecord {
         }
     }
 
+    /**
+     * {@link #failed} with the curve of the steps done ({@code title} names the run; the steps done are appended),
+     * if there were any. A failure to draw it is added to {@code failure} as suppressed.
+     */
+    public void failed(Throwable failure, String title, String series, int firstStep, List<Double> losses) {
+        failed(failure);
+        if (!losses.isEmpty()) {
+            try {
+                lossCurve(title + " (failed after " + (firstStep + losses.size()) + " steps)", series, firstStep,
+                        losses);
+            } catch (IOException | RuntimeException | Error curve) {
+                failure.addSuppressed(curve);
+            }
+        }
+    }
+
     /** The shutdown hook: a run that has not ended by then was ended from outside. */
     private synchronized void stopped() {
         if (ended) {
