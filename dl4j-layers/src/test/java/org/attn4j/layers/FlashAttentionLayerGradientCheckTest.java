@@ -13,11 +13,15 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** DL4J numerical gradient checks of {@link FlashAttentionLayer} in double precision (STYLE.md, "Tests"). */
+/**
+ * DL4J numerical gradient checks of {@link FlashAttentionLayer} in double precision (STYLE.md, "Tests"): multi-head
+ * and grouped-query cases here, stacked layers (with partial and scaled rotary embeddings) and a computation graph;
+ * windows, multi-query, the NWC format and RoPE cases in {@link FlashAttentionLayerVariantsGradientCheckTest}.
+ */
 class FlashAttentionLayerGradientCheckTest
         extends AttentionLayerGradientCheckContract<FlashAttentionLayerGradientCheckTest.Case> {
 
-    private static final int N_IN = 5;
+    static final int N_IN = 5;
 
     /** One layer setting; {@code window} 0 = none, {@code rope} null = none. */
     record Case(int minibatch, boolean masked, boolean causal, int nHeads, int nKvHeads, int window,
@@ -39,6 +43,7 @@ class FlashAttentionLayerGradientCheckTest
         }
     }
 
+    /** Multi-head and grouped-query attention, full and causal, with and without a mask, batches of 1 to 3. */
     static Stream<Arguments> cases() {
         List<Case> cases = new ArrayList<>();
         for (int mb = 1; mb <= 3; mb++) {
@@ -47,17 +52,6 @@ class FlashAttentionLayerGradientCheckTest
                 cases.add(new Case(mb, masked, true, 4, 2, 0, RNNFormat.NCW));
             }
         }
-        cases.add(new Case(2, true, true, 4, 1, 0, RNNFormat.NCW));
-        cases.add(new Case(2, false, false, 4, 1, 0, RNNFormat.NCW));
-        cases.add(new Case(3, false, false, 2, 2, 2, RNNFormat.NCW));
-        cases.add(new Case(3, true, true, 4, 2, 3, RNNFormat.NCW));
-        cases.add(new Case(3, true, true, 4, 2, 0, RNNFormat.NWC));
-        cases.add(new Case(2, false, false, 2, 1, 2, RNNFormat.NWC));
-        // RoPE: rotate-half restarting per document; interleaved YaRN (with its factor on cos and sin), masked
-        cases.add(new Case(3, false, true, 2, 1, 0, RNNFormat.NCW, RotaryEmbedding.of(10000), true));
-        cases.add(new Case(3, true, true, 4, 2, 0, RNNFormat.NWC, RotaryEmbedding.builder().theta(100)
-                .layout(RotaryEmbedding.Layout.INTERLEAVED).scaling(RotaryEmbedding.Scaling.YARN, 4)
-                .originalMaxPositions(4).build(), false));
         return cases.stream().map(Arguments::of);
     }
 
@@ -73,6 +67,11 @@ class FlashAttentionLayerGradientCheckTest
 
     @Override
     FlashAttentionLayer layer(Case c) {
+        return layerOf(c);
+    }
+
+    /** The layer of a case. */
+    static FlashAttentionLayer layerOf(Case c) {
         return LayerTestSupport.attention(N_IN, 2 * c.nHeads(), c.nHeads()).nKvHeads(c.nKvHeads())
                 .causal(c.causal()).slidingWindow(c.window()).dataFormat(c.format()).rope(c.rope())
                 .ropeRestartsPerDocument(c.restart()).build();

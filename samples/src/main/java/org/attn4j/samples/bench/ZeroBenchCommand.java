@@ -41,7 +41,7 @@ public final class ZeroBenchCommand implements Callable<Integer> {
             + "current_parameter_bytes,measured_offheap_bytes,measured_offheap_bytes_w1,"
             + "measured_offheap_bytes_after_fit";
     /** Each worker's Java heap: small, fixed and pre-touched, so the off-heap reading subtracts it exactly. */
-    static final String HEAP = "512m";
+    static final String HEAP = "256m";
     /**
      * The workers' allocator: two glibc arenas, every block of 1 MiB or more its own mapping (returned to the system
      * when freed), no transparent huge pages; so what the reading sees is what the worker holds rather than the
