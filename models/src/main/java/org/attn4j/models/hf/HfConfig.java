@@ -95,6 +95,53 @@ public record HfConfig(String modelType, int vocab, int hidden, int intermediate
         return of("config with " + layers + " layers", c);
     }
 
+    /**
+     * This configuration with its context extended by rotary scaling (what {@code hf finetune --rope-scaling} trains
+     * and saves): the rope type and factor, in the layout the file came in ({@code rope_parameters} for transformers
+     * 5.x, {@code rope_scaling} for 4.x), with the original {@code max_position_embeddings} kept as
+     * {@code original_max_position_embeddings} (llama3 and yarn; llama3 with transformers' default low and high
+     * frequency factors 1 and 4) and {@code max_position_embeddings} multiplied by {@code factor}. Dynamic scaling
+     * keeps {@code max_position_embeddings}: it is where dynamic NTK starts to scale, by the sequence's length.
+     *
+     * @throws IllegalArgumentException one line if the type is not linear, dynamic, yarn or llama3, the factor is not
+     *                                  above 1, the new length is not a whole number of positions, or the checkpoint
+     *                                  already scales its rope
+     */
+    public HfConfig withRopeScaling(RotaryEmbedding.Scaling type, double factor) {
+        if (type == RotaryEmbedding.Scaling.DEFAULT) {
+            throw new IllegalArgumentException("rope scaling must be linear, dynamic, yarn or llama3, got default");
+        }
+        if (!(factor > 1) || Double.isInfinite(factor)) {
+            throw new IllegalArgumentException("rope scaling factor must be a number above 1, got " + factor);
+        }
+        if (rope.getScaling() != RotaryEmbedding.Scaling.DEFAULT) {
+            throw new IllegalArgumentException("the checkpoint already scales its rope (" + rope.getScaling().hfName()
+                    + ", factor " + rope.getFactor() + "); extend a checkpoint without rope scaling");
+        }
+        double extended = maxPositions * factor;
+        if (type != RotaryEmbedding.Scaling.DYNAMIC && extended != Math.rint(extended)) {
+            throw new IllegalArgumentException("rope scaling factor " + factor + " times max_position_embeddings "
+                    + maxPositions + " is " + extended + ", not a whole number of positions");
+        }
+        ObjectNode c = json.deepCopy();
+        boolean v5 = c.hasNonNull("rope_parameters");
+        ObjectNode p = v5 ? (ObjectNode) c.get("rope_parameters") : c.putObject("rope_scaling");
+        p.put("rope_type", type.hfName());
+        p.remove("type");
+        p.put("factor", factor);
+        if (type == RotaryEmbedding.Scaling.LLAMA3 || type == RotaryEmbedding.Scaling.YARN) {
+            p.put("original_max_position_embeddings", maxPositions);
+        }
+        if (type == RotaryEmbedding.Scaling.LLAMA3) {
+            p.put("low_freq_factor", 1.0);
+            p.put("high_freq_factor", 4.0);
+        }
+        if (type != RotaryEmbedding.Scaling.DYNAMIC) {
+            c.put("max_position_embeddings", (int) extended);
+        }
+        return of("config with " + type.hfName() + " rope scaling " + factor, c);
+    }
+
     /** The configuration of a parsed {@code config.json}; {@code where} names it in messages. */
     public static HfConfig of(String where, ObjectNode c) {
         String type = text(where, c, "model_type");

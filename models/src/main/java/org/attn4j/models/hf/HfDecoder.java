@@ -135,7 +135,16 @@ public final class HfDecoder {
      *                                  shape, or damaged; nothing half-loaded is returned
      */
     public static HfDecoder load(Path dir, DataType type) throws IOException {
-        HfConfig c = HfConfig.read(dir);
+        return load(dir, HfConfig.read(dir), type);
+    }
+
+    /**
+     * Loads the weights of {@code dir} into the network of {@code c}: the checkpoint's own configuration changed
+     * where the weights do not depend on it, as {@link HfConfig#withRopeScaling} changes the rotary embedding.
+     *
+     * @throws IllegalArgumentException as {@link #load(Path, DataType)}, naming the tensors {@code c} does not fit
+     */
+    public static HfDecoder load(Path dir, HfConfig c, DataType type) throws IOException {
         Map<String, Safetensors> files = tensorFiles(dir);
         Map<String, Target> targets = targets(c);
         Set<String> unexpected = new TreeSet<>(files.keySet());

@@ -27,6 +27,7 @@ import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
 import org.attn4j.models.hf.HfFineTuner;
 import org.attn4j.models.hf.HfTokenizer;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.JobRank;
 import org.attn4j.samples.Options;
@@ -80,6 +81,11 @@ public final class FineTuneCommand implements Callable<Integer> {
     @Option(names = "--seq-len", paramLabel = "N", defaultValue = "1024",
             description = "Tokens per sequence (default: ${DEFAULT-VALUE}).")
     int seqLen;
+
+    @Option(names = "--rope-scaling", paramLabel = "TYPE:FACTOR",
+            description = "Extend the context: linear, dynamic, yarn or llama3 rotary scaling by FACTOR, trained and "
+                    + "saved in OUT/model's config.json with max_position_embeddings times FACTOR (dynamic keeps it).")
+    String ropeScaling;
 
     @Option(names = "--steps", paramLabel = "S", defaultValue = "100",
             description = "Optimisation steps (default: ${DEFAULT-VALUE}).")
@@ -155,7 +161,7 @@ public final class FineTuneCommand implements Callable<Integer> {
         Options.outputDirectory("--out", out);
         checkOptions();
         DataType type = HfCommand.type(dtype);
-        HfConfig config = HfCommand.config(model);
+        HfConfig config = scaled(HfCommand.config(model));
         String save = saveDtype(config);
         StrategyOption name = StrategyOption.parse(strategy);
         if (!name.algo().softmax()) {
@@ -195,7 +201,7 @@ public final class FineTuneCommand implements Callable<Integer> {
         Transport transport = null;
         try {
             Nd4j.setDefaultDataTypes(type, type);
-            HfDecoder decoder = HfCommand.load(model, dtype);
+            HfDecoder decoder = HfCommand.load(model, config, dtype);
             transport = workers > 1 ? AeronTransport.fromEnvironment()
                     : InJvmTransport.group(1, Duration.ofMinutes(1)).get(0);
             HfFineTuner.Builder b = HfFineTuner.builder(decoder, transport).strategy(parallel).learningRate(lr)
@@ -336,6 +342,31 @@ public final class FineTuneCommand implements Callable<Integer> {
         }, step);
     }
 
+    /** The checkpoint's configuration with --rope-scaling applied, or as it is without. */
+    private HfConfig scaled(HfConfig config) {
+        if (ropeScaling == null) {
+            return config;
+        }
+        String[] f = ropeScaling.strip().split(":", -1);
+        RotaryEmbedding.Scaling type;
+        double factor;
+        try {
+            if (f.length != 2) {
+                throw new IllegalArgumentException("no colon between them");
+            }
+            type = RotaryEmbedding.Scaling.ofHfName(f[0].strip().toLowerCase(Locale.ROOT));
+            factor = Double.parseDouble(f[1].strip());
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException("--rope-scaling must be TYPE:FACTOR with TYPE linear, dynamic, yarn or "
+                    + "llama3 and FACTOR a number above 1 (for example yarn:4), got " + ropeScaling, e);
+        }
+        try {
+            return config.withRopeScaling(type, factor);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException("--rope-scaling " + ropeScaling + ": " + e.getMessage(), e);
+        }
+    }
+
     private String saveDtype(HfConfig config) {
         if (saveDtype != null) {
             String s = saveDtype.strip().toUpperCase(Locale.ROOT);
@@ -383,7 +414,8 @@ public final class FineTuneCommand implements Callable<Integer> {
                 .put("text_tokens", tokens).put("sequences", sequences).put("seq_len", seqLen).put("batch", batch)
                 .put("steps", steps).put("lr", lr).put("warmup", warmup).put("min_lr", minLr).put("clip", clip)
                 .put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
-                .put("dtype", dtype).put("seed", seed);
+                .put("dtype", dtype).put("seed", seed).put("rope_scaling", ropeScaling == null ? "none" : ropeScaling)
+                .put("max_position_embeddings", config.maxPositions());
         return s;
     }
 

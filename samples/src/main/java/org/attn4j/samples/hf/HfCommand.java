@@ -88,6 +88,15 @@ public final class HfCommand implements Runnable {
         }
     }
 
+    /** The weights at {@code dir} in the network of {@code config}, or one line saying what is wrong with them. */
+    static HfDecoder load(Path dir, HfConfig config, String dtype) throws IOException {
+        try {
+            return HfDecoder.load(dir, config, type(dtype));
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage());
+        }
+    }
+
     /** Integer ids of an .npy file of {@code rank} dimensions, or one line saying what came instead. */
     static INDArray ids(Path file, int rank, String option) {
         if (!Files.isRegularFile(file)) {

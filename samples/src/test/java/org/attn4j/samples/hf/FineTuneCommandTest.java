@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
+import org.attn4j.ops.rope.RotaryEmbedding;
 import org.attn4j.samples.Attn4jCli;
 import org.attn4j.samples.CliRun;
 import org.junit.jupiter.api.BeforeAll;
@@ -130,13 +131,53 @@ class FineTuneCommandTest {
                 + diff);
     }
 
+    /**
+     * Context extension: yarn scaling by 4 trains sequences of 128 tokens, twice the checkpoint's
+     * max_position_embeddings of 64; two workers (zigzag, ZeRO 1) print one process's losses; the saved config.json
+     * carries the scaling (transformers 4.x's rope_scaling, the layout of the checkpoint) and 256 positions, and
+     * reads back to the rotary embedding that trained.
+     */
+    @Test
+    void ropeScalingTrainsBeyondTheCheckpointsLengthAndIsSavedInItsConfig(@TempDir Path dir) throws Exception {
+        String[] scaled = {"--rope-scaling", "yarn:4", "--seq-len", "128", "--batch", "1", "--steps", "3",
+            "--dtype", "float64"};
+        CliRun one = CliRun.of(args(dir.resolve("one"), scaled));
+        assertEquals(0, one.exitCode(), one.err() + one.out());
+        List<Double> expected = losses(one.out());
+        assertEquals(3, expected.size(), one.out());
+        List<String> more = new ArrayList<>(List.of(scaled));
+        more.addAll(List.of("--workers", "2", "--strategy", "zigzag", "--zero", "1"));
+        CliRun two = CliRun.of(args(dir.resolve("two"), more.toArray(new String[0])));
+        assertEquals(0, two.exitCode(), two.err() + two.out());
+        List<Double> got = losses(two.out());
+        assertEquals(expected.size(), got.size(), two.out());
+        for (int s = 0; s < got.size(); s++) {
+            assertEquals(expected.get(s), got.get(s), 1e-9 * expected.get(s), "step " + s);
+        }
+        Path saved = dir.resolve("one/model");
+        JsonNode config = JSON.readTree(saved.resolve("config.json").toFile());
+        assertEquals(256, config.get("max_position_embeddings").asInt(), config.toString());
+        JsonNode rope = config.get("rope_scaling");
+        assertEquals("yarn", rope.get("rope_type").asText(), config.toString());
+        assertEquals(4.0, rope.get("factor").asDouble(), config.toString());
+        assertEquals(64, rope.get("original_max_position_embeddings").asInt(), config.toString());
+        assertEquals(HfConfig.read(model).withRopeScaling(RotaryEmbedding.Scaling.YARN, 4).rope(),
+                HfDecoder.load(saved, DataType.FLOAT).config().rope());
+        JsonNode summary = JSON.readTree(dir.resolve("one/summary.json").toFile());
+        assertEquals("yarn:4", summary.get("rope_scaling").asText());
+        assertEquals(256, summary.get("max_position_embeddings").asInt());
+    }
+
     @ParameterizedTest(name = "{1}")
     @CsvSource(delimiter = '|', value = {
         "--warmup 4|--warmup must be fewer than --steps, got 4 of 4",
         "--strategy lasp|is a linear-attention algorithm",
         "--seq-len 100000|needs at least 100000",
         "--save-dtype F16|--save-dtype must be F32 or BF16, got F16",
-        "--workers 3|must be a positive multiple of"})
+        "--workers 3|must be a positive multiple of",
+        "--rope-scaling yarn|--rope-scaling must be TYPE:FACTOR with TYPE linear, dynamic, yarn or llama3",
+        "--rope-scaling ntk:2|got ntk:2",
+        "--rope-scaling linear:1.3|--rope-scaling linear:1.3: rope scaling factor 1.3 times max_position_embeddings 64"})
     void badInputIsOneLine(String flags, String expected, @TempDir Path dir) {
         CliRun r = CliRun.of(args(dir.resolve("out"), flags.split(" ")));
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, r.exitCode(), r.err());
