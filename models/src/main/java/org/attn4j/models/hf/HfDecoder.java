@@ -73,6 +73,27 @@ public final class HfDecoder {
         this.graph = graph;
     }
 
+    /**
+     * Whether RoPE's positions restart at 0 at each document of a packed batch ({@code PackedSequences}, which
+     * {@link HfFineTuner} enters for batches that carry document ids) instead of running on through the sequence:
+     * the setting of every attention layer, false by default, as transformers' positions run on unless position ids
+     * restart them. Returns this model.
+     */
+    public HfDecoder restartPositionsPerDocument(boolean restart) {
+        for (org.deeplearning4j.nn.api.Layer layer : graph.getLayers()) {
+            if (layer.conf().getLayer() instanceof FlashAttentionLayer attention) {
+                attention.setRopeRestartsPerDocument(restart);
+            }
+        }
+        graph.getConfiguration().getVertices().values().forEach(v -> {
+            if (v instanceof org.deeplearning4j.nn.conf.graph.LayerVertex lv
+                    && lv.getLayerConf().getLayer() instanceof FlashAttentionLayer attention) {
+                attention.setRopeRestartsPerDocument(restart);
+            }
+        });
+        return this;
+    }
+
     /** The configuration. */
     public HfConfig config() {
         return config;

@@ -3,9 +3,11 @@ package org.attn4j.models.hf;
 import java.nio.file.Path;
 
 import org.attn4j.distributed.training.DistributedTrainer;
+import org.attn4j.distributed.training.Packing;
 import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.WarmupCosineSchedule;
 import org.attn4j.distributed.transport.Transport;
+import org.attn4j.ops.Documents;
 import org.deeplearning4j.nn.api.Layer;
 import org.deeplearning4j.nn.conf.layers.BaseLayer;
 import org.deeplearning4j.nn.graph.ComputationGraph;
@@ -118,6 +120,19 @@ public final class HfFineTuner {
      * @throws IllegalArgumentException for no sequences, sequences of unequal length or shorter than 2
      */
     public static DataSet batch(long[][] tokens, DataType type) {
+        return batch(tokens, null, type);
+    }
+
+    /**
+     * A packed batch: {@code documents[i][t]} is the document of token t of sequence i (ids in order within a
+     * sequence; negative for padding), carried with the batch ({@link Packing}) so that attention stays inside each
+     * document on one process and on every worker. A position predicts the next token only within its document: the
+     * last token of a document, padding and the last position are not scored. Null documents give
+     * {@link #batch(long[][], DataType)}.
+     *
+     * @throws IllegalArgumentException one line if the documents do not match the tokens' shape
+     */
+    public static DataSet batch(long[][] tokens, int[][] documents, DataType type) {
         int b = tokens.length;
         if (b == 0) {
             throw new IllegalArgumentException("HfFineTuner.batch: no sequences");
@@ -125,6 +140,10 @@ public final class HfFineTuner {
         int n = tokens[0].length;
         if (n < 2) {
             throw new IllegalArgumentException("HfFineTuner.batch: a sequence needs at least 2 tokens, got " + n);
+        }
+        if (documents != null && documents.length != b) {
+            throw new IllegalArgumentException("HfFineTuner.batch: " + b + " sequences and documents for "
+                    + documents.length);
         }
         double[] in = new double[b * n];
         double[] next = new double[b * n];
@@ -134,18 +153,25 @@ public final class HfFineTuner {
                 throw new IllegalArgumentException("HfFineTuner.batch: sequences of " + n + " and "
                         + tokens[i].length + " tokens; every sequence of a batch has the same length");
             }
+            if (documents != null && documents[i].length != n) {
+                throw new IllegalArgumentException("HfFineTuner.batch: sequence " + i + " has " + n + " tokens and "
+                        + documents[i].length + " document ids");
+            }
             for (int t = 0; t < n; t++) {
                 in[i * n + t] = tokens[i][t];
                 if (t + 1 < n) {
                     next[i * n + t] = tokens[i][t + 1];
-                    mask[i * n + t] = 1;
+                    boolean sameDocument = documents == null
+                            || documents[i][t] >= 0 && documents[i][t] == documents[i][t + 1];
+                    mask[i * n + t] = sameDocument ? 1 : 0;
                 }
             }
         }
         INDArray features = Nd4j.createFromArray(in).castTo(type).reshape('c', b, 1, n);
         INDArray labels = Nd4j.createFromArray(next).castTo(type).reshape('c', b, 1, n);
         INDArray labelMask = Nd4j.createFromArray(mask).castTo(type).reshape('c', b, n);
-        return new DataSet(features, labels, null, labelMask);
+        DataSet d = new DataSet(features, labels, null, labelMask);
+        return documents == null ? d : (DataSet) Packing.attach(d, Documents.of(documents));
     }
 
     /** Builds an {@link HfFineTuner}. */

@@ -15,6 +15,8 @@ import org.attn4j.distributed.training.ParallelStrategy;
 import org.attn4j.distributed.training.WarmupCosineSchedule;
 import org.attn4j.distributed.training.ZeroStage;
 import org.attn4j.distributed.transport.InJvmTransport;
+import org.attn4j.layers.PackedSequences;
+import org.attn4j.ops.Documents;
 import org.deeplearning4j.nn.conf.ComputationGraphConfiguration;
 import org.deeplearning4j.nn.graph.ComputationGraph;
 import org.junit.jupiter.api.Test;
@@ -24,6 +26,7 @@ import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
 import org.nd4j.linalg.learning.config.Adam;
 
 /**
@@ -66,18 +69,7 @@ class HfFineTunerTest {
         int count = 0;
         for (int b = 0; b < t.length; b++) {
             for (int i = 0; i + 1 < t[b].length; i++) {
-                double[] z = logits.get(org.nd4j.linalg.indexing.NDArrayIndex.point(b),
-                        org.nd4j.linalg.indexing.NDArrayIndex.point(i),
-                        org.nd4j.linalg.indexing.NDArrayIndex.all()).toDoubleVector();
-                double max = Double.NEGATIVE_INFINITY;
-                for (double v : z) {
-                    max = Math.max(max, v);
-                }
-                double norm = 0;
-                for (double v : z) {
-                    norm += Math.exp(v - max);
-                }
-                sum += max + Math.log(norm) - z[(int) t[b][i + 1]];
+                sum += crossEntropy(logits, b, i, t[b][i + 1]);
                 count++;
             }
         }
@@ -120,15 +112,82 @@ class HfFineTunerTest {
         }
     }
 
-    @ParameterizedTest(name = "{0} {1} ZeRO {2}")
-    @CsvSource({"llama, ring, 3", "qwen2, zigzag, 1", "llama, ulysses, 2", "qwen2, ring, 0"})
-    void twoWorkersTakeOneProcesssSteps(String type, String algorithm, int zero) throws Exception {
+    /** Two documents of 5 and 11 tokens packed in each sequence of 16, and three documents of 4, 7 and 5. */
+    static int[][] packedDocuments() {
+        int[][] d = new int[2][16];
+        for (int t = 0; t < 16; t++) {
+            d[0][t] = t < 5 ? 0 : 1;
+            d[1][t] = t < 4 ? 0 : t < 11 ? 1 : 2;
+        }
+        return d;
+    }
+
+    /**
+     * Packed documents with positions restarting at each: every document's logits inside the packed sequence are
+     * those of the document alone, and the loss is the mean cross-entropy over the positions whose next token is in
+     * the same document.
+     */
+    @Test
+    void aPackedDocumentGivesTheLogitsOfItselfAloneAndOnlyItsOwnNextTokensAreScored() {
+        HfConfig c = config("llama");
+        HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 13).restartPositionsPerDocument(true);
+        long[][] t = tokens(c, 2, 16, 4);
+        int[][] docs = packedDocuments();
+        INDArray packed;
+        try (PackedSequences.Scope s = PackedSequences.enter(Documents.of(docs))) {
+            packed = model.logits(Nd4j.createFromArray(t));
+        }
+        double sum = 0;
+        int count = 0;
+        for (int b = 0; b < 2; b++) {
+            int start = 0;
+            while (start < 16) {
+                int end = start;
+                while (end < 16 && docs[b][end] == docs[b][start]) {
+                    end++;
+                }
+                long[] alone = java.util.Arrays.copyOfRange(t[b], start, end);
+                INDArray own = model.logits(Nd4j.createFromArray(new long[][] {alone}));
+                INDArray inPack = packed.get(NDArrayIndex.point(b), NDArrayIndex.interval(start, end),
+                        NDArrayIndex.all());
+                assertEquals(0.0, inPack.sub(own.get(NDArrayIndex.point(0), NDArrayIndex.all(), NDArrayIndex.all()))
+                        .amaxNumber().doubleValue(), 1e-12, "sequence " + b + ", document at " + start);
+                for (int i = start; i + 1 < end; i++) {
+                    sum += crossEntropy(packed, b, i, t[b][i + 1]);
+                    count++;
+                }
+                start = end;
+            }
+        }
+        double loss = oneProcess(model, 1.0).step(HfFineTuner.batch(t, docs, DataType.DOUBLE));
+        assertEquals(sum / count, loss, 1e-10 * Math.abs(loss));
+        assertEquals(2 * 16 - 5, count);
+    }
+
+    private static double crossEntropy(INDArray logits, int b, int i, long next) {
+        double[] z = logits.get(NDArrayIndex.point(b), NDArrayIndex.point(i), NDArrayIndex.all()).toDoubleVector();
+        double max = Double.NEGATIVE_INFINITY;
+        for (double v : z) {
+            max = Math.max(max, v);
+        }
+        double norm = 0;
+        for (double v : z) {
+            norm += Math.exp(v - max);
+        }
+        return max + Math.log(norm) - z[(int) next];
+    }
+
+    @ParameterizedTest(name = "{0} {1} ZeRO {2} packed {3}")
+    @CsvSource({"llama, ring, 3, false", "qwen2, zigzag, 1, false", "llama, ulysses, 2, false", "qwen2, ring, 0, false",
+        "llama, zigzag, 3, true", "qwen2, ulysses, 1, true", "llama, ring, 0, true"})
+    void twoWorkersTakeOneProcesssSteps(String type, String algorithm, int zero, boolean packed) throws Exception {
         HfConfig c = config(type);
         List<DataSet> batches = new ArrayList<>();
         for (int s = 0; s < 3; s++) {
-            batches.add(HfFineTuner.batch(tokens(c, 2, 16, 10 + s), DataType.DOUBLE));
+            batches.add(HfFineTuner.batch(tokens(c, 2, 16, 10 + s), packed ? packedDocuments() : null,
+                    DataType.DOUBLE));
         }
-        HfDecoder single = HfDecoder.random(c, DataType.DOUBLE, 11);
+        HfDecoder single = HfDecoder.random(c, DataType.DOUBLE, 11).restartPositionsPerDocument(packed);
         HfFineTuner one = oneProcess(single, 0.5);
         List<Double> expected = new ArrayList<>();
         for (DataSet d : batches) {
@@ -136,7 +195,7 @@ class HfFineTunerTest {
         }
         String algo = algorithm.equals("zigzag") ? "ring" : algorithm;
         List<Object[]> ranks = Ranks.runInJvm(2, TIMEOUT, Duration.ofMinutes(2), tr -> {
-            HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 11);
+            HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 11).restartPositionsPerDocument(packed);
             ParallelStrategy s = ParallelStrategy.sequence(algo, 2).withZero(ZeroStage.of(zero));
             if (algorithm.equals("zigzag")) {
                 s = s.withLayout(org.attn4j.distributed.sequence.SequenceLayout.ZIGZAG);

@@ -38,6 +38,7 @@ import org.attn4j.samples.train.TrainingRecord;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.dataset.DataSet;
 import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.shade.jackson.databind.JsonNode;
 import org.nd4j.shade.jackson.databind.node.JsonNodeFactory;
 import org.nd4j.shade.jackson.databind.node.ObjectNode;
 
@@ -81,6 +82,15 @@ public final class FineTuneCommand implements Callable<Integer> {
     @Option(names = "--seq-len", paramLabel = "N", defaultValue = "1024",
             description = "Tokens per sequence (default: ${DEFAULT-VALUE}).")
     int seqLen;
+
+    @Option(names = "--pack", description = {"Cut the text into documents at blank lines, each followed by the "
+            + "model's end-of-text token (eos_token_id), and fill each sequence with consecutive ones: attention stays "
+            + "inside each document and no prediction crosses two."})
+    boolean pack;
+
+    @Option(names = "--restart-positions", description = "With --pack: RoPE's positions restart at 0 at each "
+            + "document (by default they run on through the sequence).")
+    boolean restartPositions;
 
     @Option(names = "--rope-scaling", paramLabel = "TYPE:FACTOR",
             description = "Extend the context: linear, dynamic, yarn or llama3 rotary scaling by FACTOR, trained and "
@@ -201,7 +211,7 @@ public final class FineTuneCommand implements Callable<Integer> {
         Transport transport = null;
         try {
             Nd4j.setDefaultDataTypes(type, type);
-            HfDecoder decoder = HfCommand.load(model, config, dtype);
+            HfDecoder decoder = HfCommand.load(model, config, dtype).restartPositionsPerDocument(restartPositions);
             transport = workers > 1 ? AeronTransport.fromEnvironment()
                     : InJvmTransport.group(1, Duration.ofMinutes(1)).get(0);
             HfFineTuner.Builder b = HfFineTuner.builder(decoder, transport).strategy(parallel).learningRate(lr)
@@ -222,7 +232,8 @@ public final class FineTuneCommand implements Callable<Integer> {
             PeakMemory memory = PeakMemory.start();
             long start = System.nanoTime();
             for (int step = first; step < steps; step++) {
-                DataSet d = HfFineTuner.batch(sequencesOf(tokens, sequences, step), type);
+                DataSet d = HfFineTuner.batch(sequencesOf(tokens, sequences, step),
+                        pack ? documentsOf(sequences, step) : null, type);
                 double loss = tuner.step(d);
                 losses.add(loss);
                 if (record != null) {
@@ -269,12 +280,33 @@ public final class FineTuneCommand implements Callable<Integer> {
     long[][] sequencesOf(long[] tokens, int sequences, int step) {
         long[][] s = new long[batch][];
         for (int i = 0; i < batch; i++) {
-            long slot = (long) step * batch + i;
-            int pass = (int) (slot / sequences);
-            int at = order(sequences, pass)[(int) (slot % sequences)];
+            int at = sequenceAt(sequences, step, i);
             s[i] = java.util.Arrays.copyOfRange(tokens, at * seqLen, (at + 1) * seqLen);
         }
         return s;
+    }
+
+    /**
+     * With --pack, the documents of {@link #sequencesOf}'s sequences: each sequence's documents numbered from 0 in
+     * order (a document cut by the sequence's start or end is one of its documents).
+     */
+    int[][] documentsOf(int sequences, int step) {
+        int[][] d = new int[batch][seqLen];
+        for (int i = 0; i < batch; i++) {
+            int at = sequenceAt(sequences, step, i);
+            int first = documents[at * seqLen];
+            for (int t = 0; t < seqLen; t++) {
+                d[i][t] = documents[at * seqLen + t] - first;
+            }
+        }
+        return d;
+    }
+
+    /** The sequence in slot {@code i} of {@code step}'s batch. */
+    private int sequenceAt(int sequences, int step, int i) {
+        long slot = (long) step * batch + i;
+        int pass = (int) (slot / sequences);
+        return order(sequences, pass)[(int) (slot % sequences)];
     }
 
     private int[] cachedOrder;
@@ -311,7 +343,8 @@ public final class FineTuneCommand implements Callable<Integer> {
         }
         long[] ids;
         try (HfTokenizer t = HfTokenizer.load(tokenizer)) {
-            ids = t.encode(Files.readString(text, StandardCharsets.UTF_8));
+            String all = Files.readString(text, StandardCharsets.UTF_8);
+            ids = pack ? packedDocuments(t, all, config) : t.encode(all);
         } catch (IllegalArgumentException e) {
             throw new UserInputException("--model " + model + ": " + e.getMessage(), e);
         } catch (java.nio.charset.MalformedInputException e) {
@@ -322,6 +355,45 @@ public final class FineTuneCommand implements Callable<Integer> {
                 throw new UserInputException("--model " + model + ": tokenizer.json gives id " + id + ", outside the "
                         + "model's vocabulary of " + config.vocab());
             }
+        }
+        return ids;
+    }
+
+    /** With --pack, the document of each token of the text (in order). */
+    private int[] documents;
+
+    /**
+     * The text's documents (cut at blank lines, blank ones dropped), each tokenized alone and followed by the
+     * model's {@code eos_token_id} if its config names one, one after another; their numbers go to
+     * {@link #documents}.
+     */
+    private long[] packedDocuments(HfTokenizer t, String all, HfConfig config) {
+        JsonNode eosNode = config.json().path("eos_token_id");
+        long eos = eosNode.isArray() ? eosNode.path(0).asLong(-1) : eosNode.asLong(-1);
+        List<long[]> docs = new ArrayList<>();
+        int total = 0;
+        for (String part : all.split("\\R[ \\t]*\\R\\s*")) {
+            if (!part.isBlank()) {
+                long[] d = t.encode(part.strip());
+                if (eos >= 0) {
+                    d = java.util.Arrays.copyOf(d, d.length + 1);
+                    d[d.length - 1] = eos;
+                }
+                docs.add(d);
+                total += d.length;
+            }
+        }
+        if (docs.isEmpty()) {
+            throw new UserInputException("--text " + text + " holds no document (--pack cuts it at blank lines)");
+        }
+        long[] ids = new long[total];
+        documents = new int[total];
+        int at = 0;
+        for (int k = 0; k < docs.size(); k++) {
+            long[] d = docs.get(k);
+            System.arraycopy(d, 0, ids, at, d.length);
+            java.util.Arrays.fill(documents, at, at + d.length, k);
+            at += d.length;
         }
         return ids;
     }
@@ -403,6 +475,10 @@ public final class FineTuneCommand implements Callable<Integer> {
         if (zero < 0 || zero > 3) {
             throw new UserInputException("--zero must be 0, 1, 2 or 3, got " + zero);
         }
+        if (restartPositions && !pack) {
+            throw new UserInputException("--restart-positions needs --pack (positions restart at each packed "
+                    + "document)");
+        }
         if (resume && checkpointDir == null) {
             throw new UserInputException("--resume needs --checkpoint-dir");
         }
@@ -414,7 +490,8 @@ public final class FineTuneCommand implements Callable<Integer> {
                 .put("text_tokens", tokens).put("sequences", sequences).put("seq_len", seqLen).put("batch", batch)
                 .put("steps", steps).put("lr", lr).put("warmup", warmup).put("min_lr", minLr).put("clip", clip)
                 .put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
-                .put("dtype", dtype).put("seed", seed).put("rope_scaling", ropeScaling == null ? "none" : ropeScaling)
+                .put("dtype", dtype).put("seed", seed).put("pack", pack).put("restart_positions", restartPositions)
+                .put("rope_scaling", ropeScaling == null ? "none" : ropeScaling)
                 .put("max_position_embeddings", config.maxPositions());
         return s;
     }

@@ -6,10 +6,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 
+import org.attn4j.distributed.launch.LaunchResult;
+import org.attn4j.distributed.launch.LocalLauncher;
 import org.attn4j.models.hf.HfConfig;
 import org.attn4j.models.hf.HfDecoder;
 import org.attn4j.ops.rope.RotaryEmbedding;
@@ -131,6 +139,105 @@ class FineTuneCommandTest {
                 + diff);
     }
 
+    /** Each printed step's loss, by step. */
+    private static Map<Integer, Double> stepLosses(String out) {
+        Map<Integer, Double> l = new TreeMap<>();
+        for (String line : out.split("\\R")) {
+            if (line.startsWith("step ")) {
+                String[] f = line.split(" ");
+                l.put(Integer.parseInt(f[1]), Double.parseDouble(f[3]));
+            }
+        }
+        return l;
+    }
+
+    /**
+     * A run killed (SIGKILL) once it has printed its second step resumes from its newest complete checkpoint
+     * (weights, Adam's state and the schedule's step; one every 3 of 30 steps) and prints the uninterrupted run's
+     * losses from there on, in float64 to 1e-12.
+     */
+    @Test
+    void aKilledRunResumesToTheLossesOfTheUninterruptedRun(@TempDir Path dir) throws Exception {
+        List<String> common = List.of("--steps", "30", "--checkpoint-every", "3", "--dtype", "float64", "--warmup", "2");
+        List<String> whole = new ArrayList<>(common);
+        whole.addAll(List.of("--checkpoint-dir", dir.resolve("ck-whole").toString()));
+        CliRun uninterrupted = CliRun.of(args(dir.resolve("whole"), whole.toArray(new String[0])));
+        assertEquals(0, uninterrupted.exitCode(), uninterrupted.err() + uninterrupted.out());
+        Map<Integer, Double> expected = stepLosses(uninterrupted.out());
+        assertEquals(30, expected.size(), uninterrupted.out());
+
+        List<String> run = new ArrayList<>(common);
+        run.addAll(List.of("--checkpoint-dir", dir.resolve("ck").toString()));
+        List<String> out = new CopyOnWriteArrayList<>();
+        AtomicBoolean killed = new AtomicBoolean();
+        Consumer<String> watch = line -> {
+            out.add(line);
+            if (line.contains("step 1 loss") && killed.compareAndSet(false, true)) {
+                // the only Java process this test JVM has started now (a command line longer than 4 KB, as a
+                // worker's class path makes it, is cut off in what ProcessHandle reports)
+                ProcessHandle.current().descendants().filter(p -> p.info().command().orElse("").endsWith("java"))
+                        .forEach(ProcessHandle::destroyForcibly);
+            }
+        };
+        LaunchResult r = LocalLauncher.builder(1, Attn4jCli.class.getName())
+                .args(List.of(args(dir.resolve("run"), run.toArray(new String[0])))).heap("1g")
+                .timeout(Duration.ofMinutes(3)).output(watch, watch).build().run();
+        assertTrue(killed.get(), String.join("\n", out));
+        assertEquals(137, r.exitCodes()[0], "SIGKILLed\n" + String.join("\n", out));
+
+        run.add("--resume");
+        CliRun resumed = CliRun.of(args(dir.resolve("run"), run.toArray(new String[0])));
+        assertEquals(0, resumed.exitCode(), resumed.err() + resumed.out());
+        Map<Integer, Double> after = stepLosses(resumed.out());
+        int from = after.keySet().iterator().next();
+        assertTrue(from % 3 == 0 && from < 30, "resumes from a checkpoint (every 3 steps): " + after);
+        assertEquals(30 - from, after.size(), resumed.out());
+        for (Map.Entry<Integer, Double> e : after.entrySet()) {
+            assertEquals(expected.get(e.getKey()), e.getValue(), 1e-12 * expected.get(e.getKey()),
+                    "step " + e.getKey());
+        }
+        JsonNode summary = JSON.readTree(dir.resolve("run/summary.json").toFile());
+        assertEquals("completed", summary.get("status").asText(), summary.toString());
+        assertEquals(30, summary.get("steps_done").asInt(), summary.toString());
+    }
+
+    /**
+     * Packed documents (blank lines between them) with positions restarting at each: two workers (Ulysses, ZeRO 3)
+     * print one process's losses; the summary says how the run packed.
+     */
+    @Test
+    void packedDocumentsTrainTheSameOnOneProcessAndOnTwoWorkers(@TempDir Path dir) throws Exception {
+        StringBuilder b = new StringBuilder();
+        String[] words = {"the", "cat", "sat", "on", "a", "mat", "and", "looked", "at", "dog", "who", "ran", "away"};
+        java.util.Random rnd = new java.util.Random(5);
+        for (int d = 0; d < 40; d++) {
+            int length = 3 + rnd.nextInt(20);
+            for (int i = 0; i < length; i++) {
+                b.append(words[rnd.nextInt(words.length)]).append(' ');
+            }
+            b.append("\n\n");
+        }
+        Path docs = dir.resolve("docs.txt");
+        Files.writeString(docs, b);
+        String[] packed = {"--text", docs.toString(), "--pack", "--restart-positions", "--dtype", "float64"};
+        CliRun one = CliRun.of(args(dir.resolve("one"), packed));
+        assertEquals(0, one.exitCode(), one.err() + one.out());
+        List<Double> expected = losses(one.out());
+        assertEquals(4, expected.size(), one.out());
+        List<String> more = new ArrayList<>(List.of(packed));
+        more.addAll(List.of("--workers", "2", "--strategy", "ulysses", "--zero", "3"));
+        CliRun two = CliRun.of(args(dir.resolve("two"), more.toArray(new String[0])));
+        assertEquals(0, two.exitCode(), two.err() + two.out());
+        List<Double> got = losses(two.out());
+        assertEquals(expected.size(), got.size(), two.out());
+        for (int s = 0; s < got.size(); s++) {
+            assertEquals(expected.get(s), got.get(s), 1e-9 * expected.get(s), "step " + s);
+        }
+        JsonNode summary = JSON.readTree(dir.resolve("one/summary.json").toFile());
+        assertTrue(summary.get("pack").asBoolean() && summary.get("restart_positions").asBoolean(),
+                summary.toString());
+    }
+
     /**
      * Context extension: yarn scaling by 4 trains sequences of 128 tokens, twice the checkpoint's
      * max_position_embeddings of 64; two workers (zigzag, ZeRO 1) print one process's losses; the saved config.json
@@ -175,6 +282,7 @@ class FineTuneCommandTest {
         "--seq-len 100000|needs at least 100000",
         "--save-dtype F16|--save-dtype must be F32 or BF16, got F16",
         "--workers 3|must be a positive multiple of",
+        "--restart-positions|--restart-positions needs --pack",
         "--rope-scaling yarn|--rope-scaling must be TYPE:FACTOR with TYPE linear, dynamic, yarn or llama3",
         "--rope-scaling ntk:2|got ntk:2",
         "--rope-scaling linear:1.3|--rope-scaling linear:1.3: rope scaling factor 1.3 times max_position_embeddings 64"})
