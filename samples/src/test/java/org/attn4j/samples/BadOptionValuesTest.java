@@ -108,7 +108,7 @@ class BadOptionValuesTest {
                 if (o.arity().max() == 0 || o.usageHelp() || o.versionHelp()) {
                     continue;
                 }
-                if (!o.paramLabel().matches("[A-Z][A-Za-z0-9_/,.\\[\\]]*")) {
+                if (!o.paramLabel().matches("[A-Z][A-Za-z0-9_/,.:\\[\\]]*")) {
                     bad.add(name + " " + o.longestName() + ": value name " + o.paramLabel() + " is not a word");
                 }
                 String d = String.join(" ", o.description()).strip();

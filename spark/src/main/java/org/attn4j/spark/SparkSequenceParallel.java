@@ -109,22 +109,8 @@ public final class SparkSequenceParallel implements Serializable {
      * @throws org.apache.spark.SparkException (unchecked through Spark) with a task's error if the stage fails
      */
     public Result fit(JavaSparkContext sc, BatchSource data) {
-        int w = strategy.worldSize();
-        int slots = sc.defaultParallelism();
-        if (slots < w) {
-            throw new IllegalArgumentException("SparkSequenceParallel: the barrier stage needs " + w + " task slots "
-                    + "(one per worker of " + strategy + "), the cluster offers " + slots + " (defaultParallelism); "
-                    + "add executors or cores, or train on fewer workers");
-        }
-        String token = HexFormat.of().formatHex(new SecureRandom().generateSeed(8));
-        RDD<Integer> ranks = sc.parallelize(IntStream.range(0, w).boxed().toList(), w).rdd();
-        TrainingTask task = new TrainingTask(configuration, graph, strategy, steps, timeout.toMillis(), token, data);
-        // A shuffle after the barrier stage makes it a map stage, which Spark retries as a whole when a task fails
-        // (a failed barrier result stage is never retried: some of its results may have been taken already).
-        Object collected = ranks.barrier().mapPartitions(task, false, ClassTag$.MODULE$.apply(TaskResult.class))
-                .coalesce(1, true, scala.Option.empty(), null).collect();
-        TaskResult[] results = (TaskResult[]) collected;
-        Arrays.sort(results, Comparator.comparingInt(TaskResult::rank));
+        TaskResult[] results = runBarrier(sc, strategy, timeout,
+                new TrainingTask.NetworkWork(configuration, graph, steps, data));
         byte[] bytes = results[0].model();
         try {
             if (modelPath != null) {
@@ -139,6 +125,33 @@ public final class SparkSequenceParallel implements Serializable {
             throw new UncheckedIOException("SparkSequenceParallel: the trained model could not be "
                     + (modelPath == null ? "read back" : "written to " + modelPath), e);
         }
+    }
+
+    /**
+     * Runs a barrier stage of one task per worker of {@code strategy}, each doing {@code work} once the tasks have
+     * met, and returns their results by rank.
+     *
+     * @throws IllegalArgumentException if the cluster offers fewer slots than workers, before anything is submitted
+     */
+    static TaskResult[] runBarrier(JavaSparkContext sc, StrategySpec strategy, Duration timeout,
+                                   TrainingTask.Work work) {
+        int w = strategy.worldSize();
+        int slots = sc.defaultParallelism();
+        if (slots < w) {
+            throw new IllegalArgumentException("SparkSequenceParallel: the barrier stage needs " + w + " task slots "
+                    + "(one per worker of " + strategy + "), the cluster offers " + slots + " (defaultParallelism); "
+                    + "add executors or cores, or train on fewer workers");
+        }
+        String token = HexFormat.of().formatHex(new SecureRandom().generateSeed(8));
+        RDD<Integer> ranks = sc.parallelize(IntStream.range(0, w).boxed().toList(), w).rdd();
+        TrainingTask task = new TrainingTask(strategy, timeout.toMillis(), token, work);
+        // A shuffle after the barrier stage makes it a map stage, which Spark retries as a whole when a task fails
+        // (a failed barrier result stage is never retried: some of its results may have been taken already).
+        Object collected = ranks.barrier().mapPartitions(task, false, ClassTag$.MODULE$.apply(TaskResult.class))
+                .coalesce(1, true, scala.Option.empty(), null).collect();
+        TaskResult[] results = (TaskResult[]) collected;
+        Arrays.sort(results, Comparator.comparingInt(TaskResult::rank));
+        return results;
     }
 
     /** Settings of a run. */

@@ -28,31 +28,30 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * One barrier task of {@link SparkSequenceParallel}: rank = partition, an Aeron endpoint on the executor's address,
- * the endpoints exchanged with {@code allGather}, then the training steps with the other tasks.
+ * One barrier task of a Spark run: rank = partition, an Aeron endpoint on the executor's address, the endpoints
+ * exchanged with {@code allGather}, then the rank's {@link Work} with the other tasks over that transport.
  */
 final class TrainingTask extends AbstractFunction1<Iterator<Integer>, Iterator<SparkSequenceParallel.TaskResult>>
         implements Serializable {
 
     private static final long serialVersionUID = 1L;
 
-    private final String configuration;
-    private final boolean graph;
+    /** What a rank does once the tasks have met: trains, and answers with its losses (rank 0: its model too). */
+    @FunctionalInterface
+    interface Work extends Serializable {
+        SparkSequenceParallel.TaskResult run(AeronTransport transport, int rank, ParallelStrategy strategy);
+    }
+
     private final SparkSequenceParallel.StrategySpec strategy;
-    private final int steps;
     private final long timeoutMillis;
     private final String token;
-    private final SparkSequenceParallel.BatchSource data;
+    private final Work work;
 
-    TrainingTask(String configuration, boolean graph, SparkSequenceParallel.StrategySpec strategy, int steps,
-                 long timeoutMillis, String token, SparkSequenceParallel.BatchSource data) {
-        this.configuration = configuration;
-        this.graph = graph;
+    TrainingTask(SparkSequenceParallel.StrategySpec strategy, long timeoutMillis, String token, Work work) {
         this.strategy = strategy;
-        this.steps = steps;
         this.timeoutMillis = timeoutMillis;
         this.token = token;
-        this.data = data;
+        this.work = work;
     }
 
     @Override
@@ -73,6 +72,18 @@ final class TrainingTask extends AbstractFunction1<Iterator<Integer>, Iterator<S
                 .jobToken(token + "-" + ctx.stageAttemptNumber())      // a retried attempt meets only its own tasks
                 .timeout(Duration.ofMillis(timeoutMillis)).build();
         try (AeronTransport transport = new AeronTransport(c)) {
+            SparkSequenceParallel.TaskResult result = work.run(transport, rank, s);
+            Communicator.world(transport).barrier();      // no rank closes its transport while another receives
+            return CollectionConverters.asScala(List.of(result).iterator());
+        }
+    }
+
+    /** The training of a DL4J configuration ({@link SparkSequenceParallel}), the model's bytes from rank 0. */
+    record NetworkWork(String configuration, boolean graph, int steps, SparkSequenceParallel.BatchSource data)
+            implements Work {
+
+        @Override
+        public SparkSequenceParallel.TaskResult run(AeronTransport transport, int rank, ParallelStrategy s) {
             Model net = network();
             DistributedTrainer trainer = DistributedTrainer.builder(net, transport).strategy(s).build();
             double[] losses = new double[steps];
@@ -80,22 +91,19 @@ final class TrainingTask extends AbstractFunction1<Iterator<Integer>, Iterator<S
             for (int step = 0; step < steps; step++) {
                 losses[step] = trainer.fitGroup(data.batch(step, group, s.dataParallel()));
             }
-            byte[] model = rank == 0 ? bytes(net) : null;
-            Communicator.world(transport).barrier();      // no rank closes its transport while another receives
-            return CollectionConverters.asScala(List.of(new SparkSequenceParallel.TaskResult(rank, losses, model))
-                    .iterator());
+            return new SparkSequenceParallel.TaskResult(rank, losses, rank == 0 ? bytes(net) : null);
         }
-    }
 
-    private Model network() {
-        if (graph) {
-            ComputationGraph g = new ComputationGraph(ComputationGraphConfiguration.fromJson(configuration));
-            g.init();
-            return g;
+        private Model network() {
+            if (graph) {
+                ComputationGraph g = new ComputationGraph(ComputationGraphConfiguration.fromJson(configuration));
+                g.init();
+                return g;
+            }
+            MultiLayerNetwork n = new MultiLayerNetwork(MultiLayerConfiguration.fromJson(configuration));
+            n.init();
+            return n;
         }
-        MultiLayerNetwork n = new MultiLayerNetwork(MultiLayerConfiguration.fromJson(configuration));
-        n.init();
-        return n;
     }
 
     private static byte[] bytes(Model net) {

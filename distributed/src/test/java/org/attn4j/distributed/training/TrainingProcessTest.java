@@ -38,12 +38,12 @@ class TrainingProcessTest {
 
     @Test
     void aWorkerKilledMidCheckpointLosesNothingAndTheRestartContinuesExactly() throws Exception {
-        Run whole = launch(dir.resolve("whole"), 20, false, null);
+        Run whole = launch(dir.resolve("whole"), 12, false, null);
         assertEquals(0, whole.result().exitCode(), whole.output());
-        assertEquals(20, whole.losses().size(), whole.output());
+        assertEquals(12, whole.losses().size(), whole.output());
 
         Path ck = dir.resolve("killed");
-        Run killed = launch(ck, 20, false, "10:2");
+        Run killed = launch(ck, 12, false, "10:2");
         LaunchResult r = killed.result();
         assertFalse(r.succeeded(), killed.output());
         assertEquals(137, r.exitCodes()[2], "rank 2 was SIGKILLed\n" + killed.output());
@@ -63,9 +63,9 @@ class TrainingProcessTest {
         assertEquals(5, last.step(), "step 5 stays the newest complete checkpoint");
         assertFalse(Files.exists(ck.resolve("manifest-000010.json")));
 
-        Run resumed = launch(ck, 20, true, null);
+        Run resumed = launch(ck, 12, true, null);
         assertEquals(0, resumed.result().exitCode(), resumed.output());
-        assertEquals(15, resumed.losses().size(), "steps 5 to 19 after resuming\n" + resumed.output());
+        assertEquals(7, resumed.losses().size(), "steps 5 to 11 after resuming\n" + resumed.output());
         for (Map.Entry<Integer, String> e : resumed.losses().entrySet()) {
             assertEquals(whole.losses().get(e.getKey()), e.getValue(), "loss at step " + e.getKey());
         }
@@ -79,12 +79,12 @@ class TrainingProcessTest {
         long seed = 42 + name.hashCode();
         int kvHeads = name.equals("ulysses") ? TrainingFixtures.HEADS : TrainingFixtures.HEADS / 2;
         double[] expected = DistributedTrainerParityTest.singleProcess(DataType.DOUBLE, name.equals("lasp"), kvHeads,
-                seed, TrainingFixtures.batches(DataType.DOUBLE, 20, 4, 16, seed));
-        Run run = launch(dir.resolve(name), 20, false, null, List.of(name, Integer.toString(dp),
+                seed, TrainingFixtures.batches(DataType.DOUBLE, 12, 4, 16, seed));
+        Run run = launch(dir.resolve(name), 12, false, null, List.of(name, Integer.toString(dp),
                 Integer.toString(sp), zero.name()));
         assertEquals(0, run.result().exitCode(), run.output());
-        assertEquals(20, run.losses().size(), run.output());
-        for (int i = 0; i < 20; i++) {
+        assertEquals(12, run.losses().size(), run.output());
+        for (int i = 0; i < 12; i++) {
             double got = Double.parseDouble(run.losses().get(i));
             assertEquals(expected[i], got, 1e-6 * Math.abs(expected[i]), name + " step " + i);
         }
