@@ -32,7 +32,7 @@ class ZeroBenchCommandTest {
 
     @Test
     void measuredOffHeapBytesPerWorkerFallByWhatEachStageShards() throws Exception {
-        CliRun run = CliRun.of("bench", "zero", "--workers", Integer.toString(W), "--steps", "2", "--readings", "2",
+        CliRun run = CliRun.of("bench", "zero", "--workers", Integer.toString(W), "--steps", "1", "--readings", "2",
                 "--jobs", "2", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-zero.csv"));
