@@ -177,10 +177,13 @@ class HfFineTunerTest {
         return max + Math.log(norm) - z[(int) next];
     }
 
-    @ParameterizedTest(name = "{0} {1} ZeRO {2} packed {3}")
-    @CsvSource({"llama, ring, 3, false", "qwen2, zigzag, 1, false", "llama, ulysses, 2, false", "qwen2, ring, 0, false",
-        "llama, zigzag, 3, true", "qwen2, ulysses, 1, true", "llama, ring, 0, true"})
-    void twoWorkersTakeOneProcesssSteps(String type, String algorithm, int zero, boolean packed) throws Exception {
+    @ParameterizedTest(name = "{0} {1} P={2} ZeRO {3} packed {4}")
+    @CsvSource({"llama, ring, 2, 3, false", "qwen2, zigzag, 2, 1, false", "llama, ulysses, 2, 2, false",
+        "qwen2, ring, 2, 0, false", "llama, zigzag, 2, 3, true", "qwen2, ulysses, 2, 1, true", "llama, ring, 2, 0, true",
+        "llama, striped, 4, 3, true", "qwen2, allgather, 4, 2, false", "llama, zigzag, 4, 1, true",
+        "qwen2, ring, 4, 0, false"})
+    void workersTakeOneProcesssSteps(String type, String algorithm, int p, int zero, boolean packed)
+            throws Exception {
         HfConfig c = config(type);
         List<DataSet> batches = new ArrayList<>();
         for (int s = 0; s < 3; s++) {
@@ -193,12 +196,14 @@ class HfFineTunerTest {
         for (DataSet d : batches) {
             expected.add(one.step(d));
         }
-        String algo = algorithm.equals("zigzag") ? "ring" : algorithm;
-        List<Object[]> ranks = Ranks.runInJvm(2, TIMEOUT, Duration.ofMinutes(2), tr -> {
+        boolean layout = algorithm.equals("zigzag") || algorithm.equals("striped");
+        String algo = layout ? "ring" : algorithm;
+        List<Object[]> ranks = Ranks.runInJvm(p, TIMEOUT, Duration.ofMinutes(2), tr -> {
             HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 11).restartPositionsPerDocument(packed);
-            ParallelStrategy s = ParallelStrategy.sequence(algo, 2).withZero(ZeroStage.of(zero));
-            if (algorithm.equals("zigzag")) {
-                s = s.withLayout(org.attn4j.distributed.sequence.SequenceLayout.ZIGZAG);
+            ParallelStrategy s = ParallelStrategy.sequence(algo, p).withZero(ZeroStage.of(zero));
+            if (layout) {
+                s = s.withLayout(org.attn4j.distributed.sequence.SequenceLayout.valueOf(algorithm.toUpperCase(
+                        java.util.Locale.ROOT)));
             }
             HfFineTuner tuner = HfFineTuner.builder(model, tr).strategy(s).learningRate(1e-3).warmupSteps(1)
                     .steps(4).clipGradientNorm(0.5).build();
