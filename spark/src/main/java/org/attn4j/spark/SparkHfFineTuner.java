@@ -3,11 +3,9 @@ package org.attn4j.spark;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
-import java.util.List;
 
 import org.apache.spark.api.java.JavaSparkContext;
 import org.attn4j.distributed.training.ParallelStrategy;
@@ -141,18 +139,10 @@ public final class SparkHfFineTuner implements Serializable {
         }
     }
 
-    /** The files beside the weights that describe the tokenizer and generation, copied with the model. */
-    private static final List<String> TOKENIZER_FILES = List.of("tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer.model");
-
     private static void save(HfDecoder decoder, Path from, Path to, String dtype) {
         try {
             decoder.save(to, dtype, 2L << 30);
-            for (String f : TOKENIZER_FILES) {
-                if (Files.isRegularFile(from.resolve(f))) {
-                    Files.copy(from.resolve(f), to.resolve(f), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-                }
-            }
+            HfDecoder.copyTokenizerFiles(from, to);
         } catch (IOException e) {
             throw new UncheckedIOException("SparkHfFineTuner rank 0: writing the model to " + to, e);
         }

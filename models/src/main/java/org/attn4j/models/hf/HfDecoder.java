@@ -73,6 +73,19 @@ public final class HfDecoder {
         this.graph = graph;
     }
 
+    /** The files beside a checkpoint's weights that describe its tokenizer and generation. */
+    public static final List<String> TOKENIZER_FILES = List.of("tokenizer.json", "tokenizer_config.json",
+            "special_tokens_map.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer.model");
+
+    /** Copies the {@link #TOKENIZER_FILES} that {@code from} holds into {@code to}, replacing any there. */
+    public static void copyTokenizerFiles(Path from, Path to) throws IOException {
+        for (String f : TOKENIZER_FILES) {
+            if (Files.isRegularFile(from.resolve(f))) {
+                Files.copy(from.resolve(f), to.resolve(f), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            }
+        }
+    }
+
     /**
      * Whether RoPE's positions restart at 0 at each document of a packed batch ({@code PackedSequences}, which
      * {@link HfFineTuner} enters for batches that carry document ids) instead of running on through the sequence:

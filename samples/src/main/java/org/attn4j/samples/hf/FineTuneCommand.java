@@ -68,9 +68,6 @@ public final class FineTuneCommand implements Callable<Integer> {
     static final String RUN = "attn4j-hf-finetune";
     /** The model directory in OUT. */
     static final String MODEL = "model";
-    /** The files of a model directory that describe its tokenizer and generation, copied beside the weights. */
-    static final List<String> TOKENIZER_FILES = List.of("tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer.model");
 
     @Option(names = "--model", paramLabel = "DIR", required = true,
             description = "The checkpoint: config.json, safetensors and tokenizer.json.")
@@ -405,12 +402,7 @@ public final class FineTuneCommand implements Callable<Integer> {
         }
         record.checkpoint(MODEL, dir -> {
             decoder.save(dir, save, 2L << 30);
-            for (String f : TOKENIZER_FILES) {
-                Path from = model.resolve(f);
-                if (Files.isRegularFile(from)) {
-                    Files.copy(from, dir.resolve(f));
-                }
-            }
+            HfDecoder.copyTokenizerFiles(model, dir);
         }, step);
     }
 
