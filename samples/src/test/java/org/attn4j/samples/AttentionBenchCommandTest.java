@@ -25,7 +25,8 @@ class AttentionBenchCommandTest {
         Files.writeString(md, "# Benchmarks\n\nhand-written intro\n\n<!-- bench:attention:start -->\nold table\n"
                 + "<!-- bench:attention:end -->\n\n<!-- bench:ring:start -->\nring table\n<!-- bench:ring:end -->\n");
         CliRun run = CliRun.of("bench", "attention", "--min-n", "64", "--max-n", "128", "--stock-max-n", "64",
-                "--repeats", "2", "--repeat-max-n", "64", "--gemm-size", "128", "--out", tmp.toString());
+                "--repeats", "2", "--repeat-max-n", "64", "--gemm-size", "128", "--warm-up", "0.5", "--settle", "0.05",
+                "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
 
         List<String> csv = Files.readAllLines(tmp.resolve("bench-attention.csv"));
@@ -55,6 +56,8 @@ class AttentionBenchCommandTest {
         assertTrue(section.contains("| 128 | causal | "), section);
         assertTrue(section.contains("bench-attention.png"), section);
         BenchMarkdown.assertMethodInOneParagraph(section, "Attention: attn4j vs ND4J's stock op");
+        assertTrue(section.contains("attn4j first runs for 0.5 s at the smallest N") && section.contains(
+                "after at least 50 ms of untimed runs"), "the method names the warm-up that ran\n" + section);
     }
 
     @Test
@@ -70,7 +73,7 @@ class AttentionBenchCommandTest {
                 + "echo libtorch-2.7.1-sdpa-H$h,2,$n,true,0.01,0.02\n");
         CliRun run = CliRun.of("bench", "attention", "--min-n", "64", "--max-n", "128", "--heads", "2",
                 "--stock-max-n", "64", "--repeats", "1", "--repeat-max-n", "64", "--gemm-size", "64",
-                "--compare-libtorch", anchor.toString(), "--out", tmp.toString());
+                "--compare-libtorch", anchor.toString(), "--warm-up", "0.5", "--settle", "0.05", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-attention-b1-h2.csv"));
         String all = String.join("\n", csv);
@@ -93,7 +96,8 @@ class AttentionBenchCommandTest {
     @Test
     void batchOfTwoRunsEveryImplementation() throws IOException {
         CliRun run = CliRun.of("bench", "attention", "--min-n", "64", "--max-n", "64", "--batch", "2", "--heads", "3",
-                "--repeats", "1", "--repeat-max-n", "64", "--gemm-size", "64", "--out", tmp.toString());
+                "--repeats", "1", "--repeat-max-n", "64", "--gemm-size", "64", "--warm-up", "0.5", "--settle", "0.05",
+                "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-attention-b2-h3.csv"));
         String all = String.join("\n", csv);

@@ -42,12 +42,10 @@ class DistributedCheckCommandTest {
 
     @ParameterizedTest(name = "{0} {1} documents={2}")
     @CsvSource({
-        "ring, --causal --layout striped, false",
         "wallfacer, --causal --team 2, false",
         "attention2d, --window 20, false",
         "attention2d-overlap, --causal, false",
         "ulysses, --causal, false",
-        "lasp, --causal --decay 0.9, false",
         "ring, --causal --layout striped, true",
         "lasp, --causal --decay 0.9, true"})
     void fourWorkerProcessesEqualTheSingleDeviceOp(String algo, String options, boolean packed) throws Exception {

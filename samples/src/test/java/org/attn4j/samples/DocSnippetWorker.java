@@ -37,7 +37,7 @@ import org.nd4j.linalg.lossfunctions.LossFunctions;
 public final class DocSnippetWorker {
 
     static final int WORKERS = 4;
-    static final int STEPS = 100;
+    static final int STEPS = 20;
     static final int VOCAB = 20;
 
     private DocSnippetWorker() {
@@ -87,7 +87,7 @@ public final class DocSnippetWorker {
                     .strategy(ParallelStrategy.sequence("ring", 2)   // 2 workers per sequence
                             .withDataParallel(2)                                   // x 2 data-parallel groups = 4
                             .withZero(ZeroStage.GRADIENTS))
-                    .checkpoints(checkpointDir, 100).run("gpt-small").resume(true)
+                    .checkpoints(checkpointDir, 20).run("gpt-small").resume(true)
                     .listeners(new ScoreIterationListener(10))
                     .build();
             trainer.fit(iterator);                                // every worker iterates the same batches

@@ -22,7 +22,7 @@ class LinearBenchCommandTest {
     @Test
     void timesEveryLengthAndVariantInEveryRound() throws Exception {
         CliRun run = CliRun.of("bench", "linear", "--min-n", "2048", "--max-n", "8192", "--rounds", "3",
-                "--min-seconds", "0", "--window-tokens", "16384", "--out", tmp.toString());
+                "--min-seconds", "0", "--window-tokens", "16384", "--warm-up", "0.5", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-linear.csv"));
         assertEquals("n,impl,pass,median_ms,us_per_token,rounds,calls_per_round,round_mean_ms,"
@@ -47,7 +47,8 @@ class LinearBenchCommandTest {
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         BenchMarkdown.assertMethodInOneParagraph(md, "Linear attention (causal, with decay) vs flash attention");
         assertTrue(md.contains("- Time per token from N = 4096 to 8192, fresh outputs: forward ")
-                && md.contains("3 interleaved rounds") && md.contains("Peak memory rise per token")
+                && md.contains("3 interleaved rounds") && md.contains("after both ops ran for 0.5 s")
+                && md.contains("Peak memory rise per token")
                 && md.contains("back-to-back calls that cover 16384 tokens from N = 4096 up"), md);
     }
 

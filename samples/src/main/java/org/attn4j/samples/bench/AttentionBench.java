@@ -48,10 +48,6 @@ final class AttentionBench {
     private static final int STOCK_FORWARD_MATRICES = 1;
     private static final int STOCK_BACKWARD_MATRICES = 5;
     private static final long SEED = 42;
-    /** How long attn4j runs at the smallest N before anything is timed. */
-    static final double WARM_UP_SECONDS = 6.0;
-    /** Untimed runs of each configuration before its timed ones last at least this long. */
-    static final long WARM_UP_NANOS = 500_000_000L;
 
     private final Settings settings;
     private final PrintWriter log;
@@ -73,10 +69,14 @@ final class AttentionBench {
      * @param heads        H (keys and values have as many)
      * @param libtorch     the directory of the libtorch anchor to run beside attn4j at every N, or null
      * @param dataType     the inputs' type, float32 or float64
+     * @param portable     whether the portable kernel is timed too
+     * @param warmUpSeconds how long attn4j runs at the smallest N before anything is timed
+     * @param settleSeconds how long each configuration's untimed runs last before its timed ones (up to
+     *                      {@code repeatMaxN})
      */
     record Settings(int minN, int maxN, int headDim, int backwardMaxN, int stockMaxN, int repeats,
                     int repeatMaxN, int gemmSize, int batch, int heads, Path libtorch, DataType dataType,
-                    boolean portable) {
+                    boolean portable, double warmUpSeconds, double settleSeconds) {
         List<Integer> lengths() {
             List<Integer> ns = new ArrayList<>();
             for (long n = minN; n <= maxN; n *= 2) {
@@ -143,7 +143,7 @@ final class AttentionBench {
     }
 
     /**
-     * The stock op once, then attn4j for {@link #WARM_UP_SECONDS} at the smallest N (every mask and pass), so the
+     * The stock op once, then attn4j for {@link Settings#warmUpSeconds} at the smallest N (every mask and pass), so the
      * JIT has compiled attn4j's Java tile code before anything is timed (native code needs no such warm-up).
      */
     private void warmUp() {
@@ -158,7 +158,7 @@ final class AttentionBench {
         }
         close(s.q, s.k, s.v, s.dO);
         Inputs in = Inputs.random(settings.minN(), settings);
-        long end = System.nanoTime() + (long) (WARM_UP_SECONDS * 1e9);
+        long end = System.nanoTime() + (long) (settings.warmUpSeconds() * 1e9);
         do {
             for (boolean causal : new boolean[] {false, true}) {
                 try {
@@ -297,7 +297,7 @@ final class AttentionBench {
                 // after 100 ms the JIT was still recompiling the worker pool's code on the second core in about
                 // one process in three (-XX:+PrintCompilation), which left the pool's thread late and the N = 1024
                 // forward at 2.1-2.3 ms instead of 1.2.
-                long until = System.nanoTime() + WARM_UP_NANOS;
+                long until = System.nanoTime() + (long) (settings.settleSeconds() * 1e9);
                 do {
                     once.run();
                 } while (System.nanoTime() < until);

@@ -60,6 +60,16 @@ public final class AttentionBenchCommand implements Callable<Integer> {
             description = "Above this N one timed run without warm-up (default: ${DEFAULT-VALUE}).")
     int repeatMaxN;
 
+    @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "6",
+            description = "How long attn4j runs untimed at the smallest N before anything is timed, so the JIT has "
+                    + "compiled its Java tile code (default: ${DEFAULT-VALUE}).")
+    double warmUpSeconds;
+
+    @Option(names = "--settle", paramLabel = "SECONDS", defaultValue = "0.5",
+            description = "How long each configuration runs untimed before its timed runs, up to --repeat-max-n "
+                    + "(default: ${DEFAULT-VALUE}; shorter left the first runs after a collection slow).")
+    double settleSeconds;
+
     @Option(names = "--batch", paramLabel = "B", defaultValue = "1",
             description = "Sequences per call, B (default: ${DEFAULT-VALUE}).")
     int batch;
@@ -110,6 +120,8 @@ public final class AttentionBenchCommand implements Callable<Integer> {
     public Integer call() throws IOException {
         Options.atLeast("--stock-max-n", stockMaxN, 0);
         Options.atLeast("--repeat-max-n", repeatMaxN, 0);
+        Options.atLeast("--warm-up", warmUpSeconds, 0);
+        Options.atLeast("--settle", settleSeconds, 0);
         validate();
         PrintWriter log = spec.commandLine().getOut();
         Files.createDirectories(out);
@@ -123,7 +135,8 @@ public final class AttentionBenchCommand implements Callable<Integer> {
 
         AttentionBench.Settings settings = new AttentionBench.Settings(minN, maxN, headDim, BACKWARD_MAX_N,
                 stockMaxN, repeats, repeatMaxN, gemmSize, batch, heads,
-                libtorch == null ? null : libtorch.toAbsolutePath(), dtype.dataType, kernel.equals("portable"));
+                libtorch == null ? null : libtorch.toAbsolutePath(), dtype.dataType, kernel.equals("portable"),
+                warmUpSeconds, settleSeconds);
         List<BenchResult> rows = new AttentionBench(settings, log).run(gemm);
 
         Path csv = out.resolve(AttentionBenchReport.csv(settings));

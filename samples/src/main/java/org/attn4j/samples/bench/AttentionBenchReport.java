@@ -3,6 +3,7 @@ package org.attn4j.samples.bench;
 import java.awt.BasicStroke;
 import java.awt.Color;
 import java.io.IOException;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -167,8 +168,8 @@ final class AttentionBenchReport {
                 + (suffix(s).isEmpty() ? "" : " (" + shape(s) + (s.dataType() == DataType.DOUBLE ? ", float64" : "") + ")");
         StringBuilder b = new StringBuilder(MarkdownSection.opening(title, command,
                 m, String.format(Locale.ROOT, "Every configuration is %s, D = %d, %s, scale "
-                        + "1/sqrt(D); attn4j first runs for %.0f s at the smallest N (the JIT compiles its Java tile "
-                        + "code); each time is the median of %d runs after at least 500 ms of untimed runs up to N = %d "
+                        + "1/sqrt(D); attn4j first runs for %s s at the smallest N (the JIT compiles its Java tile "
+                        + "code); each time is the median of %d runs after at least %.0f ms of untimed runs up to N = %d "
                         + "(attn4j's back to back, the stock op's each after a garbage collection) and a single run beyond, forward "
                         + "only above N = %d. Peak is how far the process's resident memory rose "
                         + "during a configuration's runs above its level with the inputs already allocated; it counts "
@@ -181,7 +182,8 @@ final class AttentionBenchReport {
                         + "number of cores; it builds the N x N score matrix and has no causal mask. attn4j runs with "
                         + "its default threading (docs/threading.md) and, for float32, its " + FlashAttention.tileCode()
                         + ".%s", shape(s), s.headDim(), typeName(s),
-                        AttentionBench.WARM_UP_SECONDS, s.repeats(),
+                        BigDecimal.valueOf(s.warmUpSeconds()).stripTrailingZeros().toPlainString(), s.repeats(),
+                        s.settleSeconds() * 1e3,
                         s.repeatMaxN(), s.backwardMaxN(), memoryMeasure, typeName(s), gemm.best() / 1e9, gemm.size(),
                         torch ? " libtorch is PyTorch 2.7.1's `scaled_dot_product_attention`, which runs its fused "
                         + "flash-attention kernel on the CPU, timed by a separate program (not a dependency of "

@@ -3,6 +3,7 @@ package org.attn4j.samples.bench;
 import java.awt.Color;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -73,6 +74,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
     @Option(names = "--decay", paramLabel = "L", defaultValue = "0.99",
             description = "Decay rate lambda (default: ${DEFAULT-VALUE}).")
     double decay;
+
+    @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
+            description = "How long each op (linear, then flash) runs untimed at the smallest N before anything is "
+                    + "timed, so the JIT has compiled the Java tile and scan loops (default: ${DEFAULT-VALUE}).")
+    double warmUpSeconds;
 
     @Option(names = "--rounds", paramLabel = "R", defaultValue = "15",
             description = "Interleaved rounds: each round times every linear attention variant at every N once, "
@@ -154,6 +160,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
             throw new UserInputException("need 1 <= --min-n <= --max-n and --rounds >= 1, got " + minN + ", "
                     + maxN + ", " + rounds);
         }
+        Options.atLeast("--warm-up", warmUpSeconds, 0);
         if (!(decay > 0 && decay <= 1)) {
             throw new UserInputException("--decay must be in (0, 1], got " + decay);
         }
@@ -222,11 +229,11 @@ public final class LinearBenchCommand implements Callable<Integer> {
         return false;
     }
 
-    /** Two seconds of each op at the smallest N, so the JIT has compiled the Java tile and scan loops. */
+    /** Each op for {@link #warmUpSeconds} at the smallest N, so the JIT has compiled the Java tile and scan loops. */
     private void warmUp() {
         INDArray[] in = inputs(minN);
         for (String impl : new String[] {"linear", "flash"}) {
-            long end = System.nanoTime() + 2_000_000_000L;
+            long end = System.nanoTime() + (long) (warmUpSeconds * 1e9);
             while (System.nanoTime() < end) {
                 runOnce(impl, "fwd+bwd", in);
             }
@@ -513,7 +520,7 @@ public final class LinearBenchCommand implements Callable<Integer> {
         StringBuilder b = new StringBuilder(MarkdownSection.opening(
                 "Linear attention (causal, with decay) vs flash attention", command, m, String.format(Locale.ROOT,
                         "Every configuration is B = 1, one head, D = %d, float32, causal, decay %s, chunk %d, after "
-                        + "both ops ran for 2 s. Linear attention is timed in %d interleaved rounds, each timing "
+                        + "both ops ran for %s s. Linear attention is timed in %d interleaved rounds, each timing "
                         + "every variant at every N once in a shuffled order; one measurement is an untimed call "
                         + "followed by back-to-back calls that cover %d tokens from N = %d up (about %s s below), and "
                         + "the table gives the median over rounds, as time per call and per token. The variants: "
@@ -521,7 +528,8 @@ public final class LinearBenchCommand implements Callable<Integer> {
                         + "thread. Flash attention (causal, fresh outputs) is timed from the smallest N until it is "
                         + "slower than linear attention in both passes. Peak is the rise of the process's resident "
                         + "memory during a configuration's first round above its level with the inputs allocated, "
-                        + "measured as the %s.", HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK, rounds,
+                        + "measured as the %s.", HEAD_DIM, decay, LinearAttention.DEFAULT_CHUNK,
+                        BigDecimal.valueOf(warmUpSeconds).stripTrailingZeros().toPlainString(), rounds,
                         windowTokens(), FLAT_FROM_N, minSeconds, PeakMemory.measure())));
         b.append("| N | linear fwd | linear fwd+bwd | µs/token fwd / fwd+bwd | µs/token in a reused workspace "
                 + "fwd / fwd+bwd | µs/token, reused workspace, one thread fwd / fwd+bwd | linear peak fwd / fwd+bwd "
