@@ -107,6 +107,21 @@ public final class HfDecoder {
         return this;
     }
 
+    /**
+     * Whether training recomputes each decoder block's activations in the backward pass instead of keeping them
+     * from the forward pass (off by default): activation memory per block falls to one {@code [B, hidden, N]}
+     * array, for one more forward pass of the blocks; the loss and gradients are the same to the last bit.
+     * Returns this model.
+     */
+    public HfDecoder activationCheckpointing(boolean on) {
+        if (graph instanceof DecoderGraph g) {
+            g.activationCheckpointing(on);
+        } else if (on) {
+            throw new IllegalStateException("HfDecoder: activation checkpointing needs a graph built by HfDecoder");
+        }
+        return this;
+    }
+
     /** The configuration. */
     public HfConfig config() {
         return config;
@@ -152,7 +167,7 @@ public final class HfDecoder {
 
     /** A model of {@code c} with random weights (for benchmarks and tests), in {@code type}. */
     public static HfDecoder random(HfConfig c, DataType type, long seed) {
-        ComputationGraph graph = new ComputationGraph(configuration(c, type, seed));
+        ComputationGraph graph = new DecoderGraph(configuration(c, type, seed), c.layers());
         graph.init();
         return new HfDecoder(c, TiedEmbeddings.bind(graph));
     }
@@ -204,7 +219,7 @@ public final class HfDecoder {
                         + Arrays.toString(e.shape()) + ", the config needs " + Arrays.toString(expected));
             }
         }
-        ComputationGraph graph = new ComputationGraph(configuration(c, type, 0));
+        ComputationGraph graph = new DecoderGraph(configuration(c, type, 0), c.layers());
         graph.init();
         TiedEmbeddings.bind(graph);
         for (Map.Entry<String, Target> t : targets.entrySet()) {

@@ -32,7 +32,8 @@ import org.nd4j.linalg.learning.config.Adam;
 /**
  * {@link HfFineTuner} in float64 on small random Llama and Qwen2 (tied) decoders: its loss is the mean cross-entropy
  * per predicted token of the model's own logits, its gradient norm DL4J's gradient of that mean, the head's bias
- * stays at zero, and the loss curve of two workers (ring and zigzag layouts, Ulysses; ZeRO 0-3) is one process's.
+ * stays at zero, and the loss curve of two and four workers (ring in three layouts, Ulysses, all-gather K/V; ZeRO 0-3;
+ * packed or not; with activation checkpointing or not) is one process's.
  */
 class HfFineTunerTest {
 
@@ -177,13 +178,14 @@ class HfFineTunerTest {
         return max + Math.log(norm) - z[(int) next];
     }
 
-    @ParameterizedTest(name = "{0} {1} P={2} ZeRO {3} packed {4}")
-    @CsvSource({"llama, ring, 2, 3, false", "qwen2, zigzag, 2, 1, false", "llama, ulysses, 2, 2, false",
-        "qwen2, ring, 2, 0, false", "llama, zigzag, 2, 3, true", "qwen2, ulysses, 2, 1, true", "llama, ring, 2, 0, true",
-        "llama, striped, 4, 3, true", "qwen2, allgather, 4, 2, false", "llama, zigzag, 4, 1, true",
-        "qwen2, ring, 4, 0, false"})
-    void workersTakeOneProcesssSteps(String type, String algorithm, int p, int zero, boolean packed)
-            throws Exception {
+    @ParameterizedTest(name = "{0} {1} P={2} ZeRO {3} packed {4} checkpointing {5}")
+    @CsvSource({"llama, ring, 2, 3, false, false", "qwen2, zigzag, 2, 1, false, false",
+        "llama, ulysses, 2, 2, false, false", "qwen2, ring, 2, 0, false, false", "llama, zigzag, 2, 3, true, false",
+        "qwen2, ulysses, 2, 1, true, false", "llama, ring, 2, 0, true, false", "llama, striped, 4, 3, true, false",
+        "qwen2, allgather, 4, 2, false, false", "llama, zigzag, 4, 1, true, false", "qwen2, ring, 4, 0, false, false",
+        "llama, ring, 2, 3, false, true", "qwen2, zigzag, 4, 3, true, true", "llama, ulysses, 2, 0, true, true"})
+    void workersTakeOneProcesssSteps(String type, String algorithm, int p, int zero, boolean packed,
+                                     boolean checkpointing) throws Exception {
         HfConfig c = config(type);
         List<DataSet> batches = new ArrayList<>();
         for (int s = 0; s < 3; s++) {
@@ -199,7 +201,8 @@ class HfFineTunerTest {
         boolean layout = algorithm.equals("zigzag") || algorithm.equals("striped");
         String algo = layout ? "ring" : algorithm;
         List<Object[]> ranks = Ranks.runInJvm(p, TIMEOUT, Duration.ofMinutes(2), tr -> {
-            HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 11).restartPositionsPerDocument(packed);
+            HfDecoder model = HfDecoder.random(c, DataType.DOUBLE, 11).restartPositionsPerDocument(packed)
+                    .activationCheckpointing(checkpointing);
             ParallelStrategy s = ParallelStrategy.sequence(algo, p).withZero(ZeroStage.of(zero));
             if (layout) {
                 s = s.withLayout(org.attn4j.distributed.sequence.SequenceLayout.valueOf(algorithm.toUpperCase(

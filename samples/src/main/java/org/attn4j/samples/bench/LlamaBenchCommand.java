@@ -75,6 +75,10 @@ public final class LlamaBenchCommand implements Callable<Integer> {
             + "${DEFAULT-VALUE}; decoding runs one).")
     int batch;
 
+    @Option(names = "--activation-checkpointing", description = "train: recompute each decoder block in the backward "
+            + "pass instead of keeping its activations (the anchor runs without it).")
+    boolean activationCheckpointing;
+
     @Option(names = "--compare-hf", paramLabel = "DIR",
             description = "Also run DIR/run.sh (the Hugging Face transformers anchor, a separate program) with the "
                     + "same shape and settings.")
@@ -103,6 +107,9 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         boolean train = mode.equals("train");
         if (!train && !mode.equals("decode")) {
             throw new UserInputException("--mode must be decode or train, got " + mode);
+        }
+        if (!train && activationCheckpointing) {
+            throw new UserInputException("--activation-checkpointing is for --mode train");
         }
         if (!train && batch != 1) {
             throw new UserInputException("--batch: decoding runs one sequence, got " + batch);
@@ -133,6 +140,8 @@ public final class LlamaBenchCommand implements Callable<Integer> {
                 + "backward and an Adam update of every weight, learning rate 1e-5) on " + batch + " sequence(s) of N "
                 + "random tokens, each position predicting the next (cross-entropy over the whole vocabulary); one "
                 + "step before them is not timed, nor is making the batches."
+                + (activationCheckpointing ? " attn4j recomputes each decoder block in the backward pass (activation "
+                + "checkpointing); transformers keeps every activation." : "")
                 : "Decode: greedy tokens per second over " + newTokens + " tokens with the key/value cache after a "
                 + "prompt of N random tokens (the prompt is not timed; a short generation before it is not either).";
         StringBuilder md = new StringBuilder(MarkdownSection.opening("Llama-family models beside Hugging Face "
@@ -182,7 +191,8 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         String cores = Integer.toString(Runtime.getRuntime().availableProcessors());
         LaunchResult r = LocalLauncher.builder(1, LlamaBenchWorker.class.getName())
                 .args(List.of(config.toAbsolutePath().toString(), Integer.toString(layers), mode, Integer.toString(n),
-                        Integer.toString(batch), Integer.toString(mode.equals("train") ? steps : newTokens)))
+                        Integer.toString(batch), Integer.toString(mode.equals("train") ? steps : newTokens),
+                        Boolean.toString(activationCheckpointing)))
                 .heap(heap).timeout(Duration.ofHours(2))
                 // No JavaCPP bound on the resident memory (by default four times the heap): the peak is what is
                 // measured, and a fine-tuning step of a large shape holds several times the heap off-heap.

@@ -16,11 +16,11 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * One measurement of {@code attn4j bench llama}, in a process of its own so that its peak resident memory is its
- * alone: args {@code CONFIG LAYERS MODE N BATCH COUNT}. Builds the model of CONFIG (LAYERS > 0 replaces its
+ * alone: args {@code CONFIG LAYERS MODE N BATCH COUNT [CHECKPOINTING]}. Builds the model of CONFIG (LAYERS > 0 replaces its
  * layer count) with random weights in float32; {@code decode}: a prompt of N random tokens (not timed), then COUNT
  * greedy tokens with the key/value cache, timed; {@code train}: one untimed step, then COUNT timed fine-tuning
  * steps (forward, backward, Adam at 1e-5, as the anchor's) on BATCH sequences of N random tokens, each predicting
- * the next. Prints
+ * the next, with activation checkpointing when CHECKPOINTING is true. Prints
  * {@code RESULT mode,n,batch,tokens_per_s,peak_rss_mb} (the process's peak resident memory, {@code VmHWM}); a
  * failure prints {@code FAILED reason} (one line) and exits 1.
  */
@@ -42,7 +42,8 @@ public final class LlamaBenchWorker {
             int batch = Integer.parseInt(args[4]);
             int count = Integer.parseInt(args[5]);
             Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
-            HfDecoder model = HfDecoder.random(c, DataType.FLOAT, 1);
+            HfDecoder model = HfDecoder.random(c, DataType.FLOAT, 1)
+                    .activationCheckpointing(args.length > 6 && Boolean.parseBoolean(args[6]));
             double tokensPerSecond = switch (mode) {
                 case "decode" -> decode(model, n, batch, count);
                 case "train" -> train(model, n, batch, count);

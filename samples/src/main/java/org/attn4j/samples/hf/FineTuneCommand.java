@@ -89,6 +89,11 @@ public final class FineTuneCommand implements Callable<Integer> {
             + "document (by default they run on through the sequence).")
     boolean restartPositions;
 
+    @Option(names = "--activation-checkpointing", description = "Keep only each decoder block's input from the "
+            + "forward pass and recompute the block in the backward pass: activation memory falls to about one "
+            + "[batch, hidden, N] array per block, for one more forward pass of the blocks (the losses are the same).")
+    boolean activationCheckpointing;
+
     @Option(names = "--rope-scaling", paramLabel = "TYPE:FACTOR",
             description = "Extend the context: linear, dynamic, yarn or llama3 rotary scaling by FACTOR, trained and "
                     + "saved in OUT/model's config.json with max_position_embeddings times FACTOR (dynamic keeps it).")
@@ -208,7 +213,8 @@ public final class FineTuneCommand implements Callable<Integer> {
         Transport transport = null;
         try {
             Nd4j.setDefaultDataTypes(type, type);
-            HfDecoder decoder = HfCommand.load(model, config, dtype).restartPositionsPerDocument(restartPositions);
+            HfDecoder decoder = HfCommand.load(model, config, dtype).restartPositionsPerDocument(restartPositions)
+                    .activationCheckpointing(activationCheckpointing);
             transport = workers > 1 ? AeronTransport.fromEnvironment()
                     : InJvmTransport.group(1, Duration.ofMinutes(1)).get(0);
             HfFineTuner.Builder b = HfFineTuner.builder(decoder, transport).strategy(parallel).learningRate(lr)
@@ -483,6 +489,7 @@ public final class FineTuneCommand implements Callable<Integer> {
                 .put("steps", steps).put("lr", lr).put("warmup", warmup).put("min_lr", minLr).put("clip", clip)
                 .put("workers", workers).put("strategy", workers > 1 ? strategy : "none").put("zero", zero)
                 .put("dtype", dtype).put("seed", seed).put("pack", pack).put("restart_positions", restartPositions)
+                .put("activation_checkpointing", activationCheckpointing)
                 .put("rope_scaling", ropeScaling == null ? "none" : ropeScaling)
                 .put("max_position_embeddings", config.maxPositions());
         return s;
