@@ -76,17 +76,13 @@ final class DecoderGraph extends ComputationGraph {
         }
     }
 
+    /** DL4J's {@code computeGradientAndScore(LayerWorkspaceMgr)} calls this one. */
     @Override
     public void computeGradientAndScore() {
-        computeGradientAndScore(LayerWorkspaceMgr.noWorkspaces());
-    }
-
-    @Override
-    public void computeGradientAndScore(LayerWorkspaceMgr workspaceMgr) {
         INDArray[] in = getInputs();
         INDArray[] labels = labels();
         if (in == null || in[0] == null || labels == null || labels[0] == null) {
-            super.computeGradientAndScore(workspaceMgr);
+            super.computeGradientAndScore();
             return;
         }
         if (flattenedGradients == null) {
@@ -98,30 +94,49 @@ final class DecoderGraph extends ComputationGraph {
         Layer embed = getLayer("embed");
         Layer norm = getLayer("norm");
 
-        INDArray[] blockInputs = new INDArray[blocks];
+        // Arrays this step makes and no layer holds any more are closed as soon as they are done with, instead of
+        // waiting for the garbage collector (ND4J frees off-heap memory when it collects the Java objects): a long
+        // sequence's activations would otherwise pile up between collections.
+        INDArray[] blockInputs = new INDArray[blocks + 1];
+        Block[] kept = new Block[blocks];
         INDArray x = embed.activate(in[0], true, mgr);
         for (int l = 0; l < blocks; l++) {
             blockInputs[l] = x;
-            x = block(l, x, !checkpointing, mgr);
+            Block f = block(l, x, !checkpointing, mgr);
             if (checkpointing) {
                 clearBlock(l);
+                f.closeNorms();
+            } else {
+                kept[l] = f;
             }
+            x = f.out();
         }
+        blockInputs[blocks] = x;
         INDArray h = norm.activate(x, true, mgr);
 
         long b = in[0].size(0);
         Head headPass = head(h, labels[0], mask);
+        h.close();
         INDArray dx = norm.backpropGradient(headPass.dh(), mgr).getSecond();
+        headPass.dh().close();
+        norm.clear();
         for (int l = blocks - 1; l >= 0; l--) {
-            if (checkpointing) {
-                block(l, blockInputs[l], true, mgr);
-            }
-            dx = blockBackward(l, dx, mgr);
+            Block f = checkpointing ? block(l, blockInputs[l], true, mgr) : kept[l];
+            INDArray dIn = blockBackward(l, dx, mgr);
+            dx.close();
+            dx = dIn;
             clearBlock(l);
-            blockInputs[l] = null;
+            f.closeNorms();
+            if (checkpointing) {
+                f.out().close();                       // the recomputed output; the forward's is blockInputs[l + 1]
+            }
+            blockInputs[l + 1].close();                // block l's output, block l + 1's input: both done
+            blockInputs[l + 1] = null;
+            kept[l] = null;
         }
         embed.backpropGradient(dx, mgr);
-        norm.clear();
+        dx.close();
+        blockInputs[0].close();
         embed.clear();
 
         score = getConfiguration().getDefaultConfiguration().isMiniBatch() ? headPass.loss() / b : headPass.loss();
@@ -136,22 +151,40 @@ final class DecoderGraph extends ComputationGraph {
     private record Head(double loss, INDArray dh) {
     }
 
+    /** A block's forward pass: its output and its norms' outputs (the attention's and the MLP's inputs). */
+    private record Block(INDArray out, INDArray norm1, INDArray norm2) {
+        void closeNorms() {
+            norm1.close();
+            norm2.close();
+        }
+    }
+
     /** Block {@code l} on {@code x}: {@code r1 = x + attn(norm1(x))}, {@code r1 + mlp(norm2(r1))}. */
-    private INDArray block(int l, INDArray x, boolean training, LayerWorkspaceMgr mgr) {
-        INDArray a = getLayer("attn_" + l).activate(getLayer("norm1_" + l).activate(x, training, mgr), training,
-                mgr);
+    private Block block(int l, INDArray x, boolean training, LayerWorkspaceMgr mgr) {
+        INDArray n1 = getLayer("norm1_" + l).activate(x, training, mgr);
+        INDArray a = getLayer("attn_" + l).activate(n1, training, mgr);
         INDArray r1 = x.add(a);
-        INDArray m = getLayer("mlp_" + l).activate(getLayer("norm2_" + l).activate(r1, training, mgr), training,
-                mgr);
-        return r1.addi(m);
+        a.close();
+        INDArray n2 = getLayer("norm2_" + l).activate(r1, training, mgr);
+        INDArray m = getLayer("mlp_" + l).activate(n2, training, mgr);
+        r1.addi(m);
+        m.close();
+        return new Block(r1, n1, n2);
     }
 
     /** dL/dx of block {@code l} from dL/d(its output), filling its layers' gradients (after a training forward). */
     private INDArray blockBackward(int l, INDArray dOut, LayerWorkspaceMgr mgr) {
         INDArray dNorm2 = getLayer("mlp_" + l).backpropGradient(dOut, mgr).getSecond();
-        INDArray dr1 = dOut.add(getLayer("norm2_" + l).backpropGradient(dNorm2, mgr).getSecond());
+        INDArray dr1Part = getLayer("norm2_" + l).backpropGradient(dNorm2, mgr).getSecond();
+        dNorm2.close();
+        INDArray dr1 = dOut.add(dr1Part);
+        dr1Part.close();
         INDArray dNorm1 = getLayer("attn_" + l).backpropGradient(dr1, mgr).getSecond();
-        return dr1.addi(getLayer("norm1_" + l).backpropGradient(dNorm1, mgr).getSecond());
+        INDArray dxPart = getLayer("norm1_" + l).backpropGradient(dNorm1, mgr).getSecond();
+        dNorm1.close();
+        dr1.addi(dxPart);
+        dxPart.close();
+        return dr1;
     }
 
     private void clearBlock(int l) {
@@ -179,14 +212,21 @@ final class DecoderGraph extends ComputationGraph {
         long vocab = w.size(1);
         int chunk = (int) Math.max(1, Math.min(n, HEAD_CHUNK_LOGITS / vocab));
         INDArray dh = Nd4j.create(h.dataType(), h.shape(), 'c');
+        // one set of buffers for every chunk: a fresh [T, V] array per chunk cost more in page faults than its math
+        INDArray hBuffer = Nd4j.createUninitialized(h.dataType(), new long[] {h.size(1), chunk}, 'f');
+        INDArray zBuffer = Nd4j.createUninitialized(h.dataType(), new long[] {chunk, vocab}, 'c');
+        INDArray dhBuffer = Nd4j.createUninitialized(h.dataType(), new long[] {h.size(1), chunk}, 'f');
         double loss = 0;
         for (long e = 0; e < batch; e++) {
             for (long t0 = 0; t0 < n; t0 += chunk) {
                 long t1 = Math.min(n, t0 + chunk);
                 int count = (int) (t1 - t0);
-                INDArray hc = h.get(NDArrayIndex.point(e), NDArrayIndex.all(), NDArrayIndex.interval(t0, t1))
-                        .dup('f');                                                   // [d, T]
-                INDArray z = hc.transpose().mmul(w).addiRowVector(bias);             // [T, V]
+                INDArray hc = columns(hBuffer, count).assign(h.get(NDArrayIndex.point(e), NDArrayIndex.all(),
+                        NDArrayIndex.interval(t0, t1)));                            // [d, T]
+                INDArray z = count == chunk ? zBuffer : zBuffer.get(NDArrayIndex.interval(0, count),
+                        NDArrayIndex.all());
+                Nd4j.gemm(hc, w, z, true, false, 1.0, 0.0);                          // logits [T, V]
+                z.addiRowVector(bias);
                 double[] weight = new double[count];
                 int[] ids = new int[count];
                 double[] picked = new double[count];
@@ -210,12 +250,21 @@ final class DecoderGraph extends ComputationGraph {
                 if (mask != null) {
                     z.muliColumnVector(Nd4j.createFromArray(weight).castTo(z.dataType()).reshape(count, 1));
                 }
-                Nd4j.gemm(hc, z, gw, false, false, 1.0, 1.0);                        // dW += h^T dz
+                Nd4j.gemm(hc, z, gw, false, false, 1.0, 1.0);                        // dW += h dz
                 gb.addi(z.sum(0).reshape(gb.shape()));
-                dh.get(NDArrayIndex.point(e), NDArrayIndex.all(), NDArrayIndex.interval(t0, t1))
-                        .assign(w.mmul(z.transpose()));                              // dh = W dz^T  [d, T]
+                INDArray dhc = columns(dhBuffer, count);
+                Nd4j.gemm(w, z, dhc, false, true, 1.0, 0.0);                         // dh = W dz^T  [d, T]
+                dh.get(NDArrayIndex.point(e), NDArrayIndex.all(), NDArrayIndex.interval(t0, t1)).assign(dhc);
             }
         }
+        hBuffer.close();
+        zBuffer.close();
+        dhBuffer.close();
         return new Head(loss, dh);
+    }
+
+    /** The first {@code count} columns of an 'f' matrix: contiguous. */
+    private static INDArray columns(INDArray fMatrix, int count) {
+        return count == fMatrix.size(1) ? fMatrix : fMatrix.get(NDArrayIndex.all(), NDArrayIndex.interval(0, count));
     }
 }

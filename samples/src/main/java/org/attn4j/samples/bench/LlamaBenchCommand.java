@@ -64,8 +64,13 @@ public final class LlamaBenchCommand implements Callable<Integer> {
     int[] lengths;
 
     @Option(names = "--steps", paramLabel = "S", defaultValue = "3",
-            description = "train: steps timed after an untimed one (default: ${DEFAULT-VALUE}).")
+            description = "train: steps timed after the --untimed-steps (default: ${DEFAULT-VALUE}).")
     int steps;
+
+    @Option(names = "--untimed-steps", paramLabel = "U", defaultValue = "1",
+            description = "train: steps run before the timed ones (the JIT, Adam's state; default: ${DEFAULT-VALUE}; 0 "
+                    + "times the first step too, for a long sequence's memory in one step).")
+    int untimedSteps;
 
     @Option(names = "--new-tokens", paramLabel = "K", defaultValue = "32",
             description = "Tokens decoded and timed after the prompt (default: ${DEFAULT-VALUE}).")
@@ -102,6 +107,11 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         Options.heap("--heap", heap);
         Options.atLeast("--new-tokens", newTokens, 1);
         Options.atLeast("--steps", steps, 1);
+        Options.atLeast("--untimed-steps", untimedSteps, 0);
+        if (untimedSteps != 1 && anchor != null) {
+            throw new UserInputException("--compare-hf: the anchor times its steps after one untimed step, got "
+                    + "--untimed-steps " + untimedSteps);
+        }
         Options.atLeast("--batch", batch, 1);
         Options.atLeast("--layers", layers, 0);
         boolean train = mode.equals("train");
@@ -138,8 +148,9 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         List<String> theirs = new ArrayList<>(List.of(HEADER + ",torch,transformers"));
         String measured = train ? "Train: tokens per second of " + steps + " whole fine-tuning steps (forward, "
                 + "backward and an Adam update of every weight, learning rate 1e-5) on " + batch + " sequence(s) of N "
-                + "random tokens, each position predicting the next (cross-entropy over the whole vocabulary); one "
-                + "step before them is not timed, nor is making the batches."
+                + "random tokens, each position predicting the next (cross-entropy over the whole vocabulary); "
+                + (untimedSteps == 1 ? "one step" : untimedSteps + " steps") + " before them "
+                + (untimedSteps == 1 ? "is" : "are") + " not timed, nor is making the batches."
                 + (activationCheckpointing ? " attn4j recomputes each decoder block in the backward pass (activation "
                 + "checkpointing); transformers keeps every activation." : "")
                 : "Decode: greedy tokens per second over " + newTokens + " tokens with the key/value cache after a "
@@ -192,7 +203,7 @@ public final class LlamaBenchCommand implements Callable<Integer> {
         LaunchResult r = LocalLauncher.builder(1, LlamaBenchWorker.class.getName())
                 .args(List.of(config.toAbsolutePath().toString(), Integer.toString(layers), mode, Integer.toString(n),
                         Integer.toString(batch), Integer.toString(mode.equals("train") ? steps : newTokens),
-                        Boolean.toString(activationCheckpointing)))
+                        Boolean.toString(activationCheckpointing), Integer.toString(untimedSteps)))
                 .heap(heap).timeout(Duration.ofHours(2))
                 // No JavaCPP bound on the resident memory (by default four times the heap): the peak is what is
                 // measured, and a fine-tuning step of a large shape holds several times the heap off-heap.

@@ -16,9 +16,9 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * One measurement of {@code attn4j bench llama}, in a process of its own so that its peak resident memory is its
- * alone: args {@code CONFIG LAYERS MODE N BATCH COUNT [CHECKPOINTING]}. Builds the model of CONFIG (LAYERS > 0 replaces its
+ * alone: args {@code CONFIG LAYERS MODE N BATCH COUNT [CHECKPOINTING [UNTIMED]]}. Builds the model of CONFIG (LAYERS > 0 replaces its
  * layer count) with random weights in float32; {@code decode}: a prompt of N random tokens (not timed), then COUNT
- * greedy tokens with the key/value cache, timed; {@code train}: one untimed step, then COUNT timed fine-tuning
+ * greedy tokens with the key/value cache, timed; {@code train}: UNTIMED steps (default 1), then COUNT timed fine-tuning
  * steps (forward, backward, Adam at 1e-5, as the anchor's) on BATCH sequences of N random tokens, each predicting
  * the next, with activation checkpointing when CHECKPOINTING is true. Prints
  * {@code RESULT mode,n,batch,tokens_per_s,peak_rss_mb} (the process's peak resident memory, {@code VmHWM}); a
@@ -46,7 +46,7 @@ public final class LlamaBenchWorker {
                     .activationCheckpointing(args.length > 6 && Boolean.parseBoolean(args[6]));
             double tokensPerSecond = switch (mode) {
                 case "decode" -> decode(model, n, batch, count);
-                case "train" -> train(model, n, batch, count);
+                case "train" -> train(model, n, batch, count, args.length > 7 ? Integer.parseInt(args[7]) : 1);
                 default -> throw new IllegalArgumentException("mode must be decode or train, got " + mode);
             };
             System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.1f,%.0f%n", WorkerLines.RESULT, mode, n, batch, tokensPerSecond,
@@ -92,7 +92,7 @@ public final class LlamaBenchWorker {
      *
      * @throws IllegalStateException if the loss is not finite
      */
-    private static double train(HfDecoder model, int n, int batch, int steps) {
+    private static double train(HfDecoder model, int n, int batch, int steps, int untimed) {
         if (n < 2) {
             throw new IllegalArgumentException("train needs sequences of at least 2 tokens, got " + n);
         }
@@ -100,7 +100,9 @@ public final class LlamaBenchWorker {
         graph.setLearningRate(1e-5);
         Random rnd = new Random(0);
         int vocab = model.config().vocab();
-        graph.fit(batch(rnd, n, batch, vocab));
+        for (int s = 0; s < untimed; s++) {
+            graph.fit(batch(rnd, n, batch, vocab));
+        }
         double took = 0;
         for (int s = 0; s < steps; s++) {
             DataSet d = batch(rnd, n, batch, vocab);
