@@ -100,5 +100,24 @@ class LlamaBenchCommandTest {
                 + "whole fine-tuning steps"), md);
         BenchMarkdown.assertMethodInOneParagraph(md, "Llama-family models beside Hugging Face transformers: "
                 + "fine-tuning");
+
+        // one timed step, no untimed one, with activation checkpointing: a row, and the method says so
+        CliRun once = CliRun.of("bench", "llama", "--config", config.toString(), "--mode", "train", "--n", "24",
+                "--steps", "1", "--untimed-steps", "0", "--activation-checkpointing", "--out",
+                tmp.resolve("once").toString());
+        assertEquals(0, once.exitCode(), once.err() + once.out());
+        assertEquals(2, Files.readAllLines(tmp.resolve("once").resolve("bench-llama-train.csv")).size());
+        String onceMd = Files.readString(tmp.resolve("once").resolve("benchmarks.md"));
+        assertTrue(onceMd.contains("0 steps before them are not timed") && onceMd.contains("activation "
+                + "checkpointing"), onceMd);
+        CliRun unlike = CliRun.of("bench", "llama", "--config", config.toString(), "--mode", "train",
+                "--untimed-steps", "0", "--compare-hf", anchor.toString(), "--out", tmp.resolve("bad").toString());
+        assertEquals(1, unlike.exitCode());
+        assertTrue(unlike.err().contains("--compare-hf: the anchor times its steps after one untimed step, got "
+                + "--untimed-steps 0"), unlike.err());
+        CliRun decoding = CliRun.of("bench", "llama", "--config", config.toString(), "--activation-checkpointing",
+                "--out", tmp.resolve("bad").toString());
+        assertEquals(1, decoding.exitCode());
+        assertTrue(decoding.err().contains("--activation-checkpointing is for --mode train"), decoding.err());
     }
 }

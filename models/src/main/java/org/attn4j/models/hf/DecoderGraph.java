@@ -14,6 +14,8 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.NDArrayIndex;
 import org.nd4j.linalg.ops.transforms.Transforms;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * {@link HfDecoder}'s graph, with its own training step: the same loss and gradients as DL4J's
@@ -31,16 +33,20 @@ import org.nd4j.linalg.ops.transforms.Transforms;
  *   recomputed forward is the same arithmetic on the same inputs.</li>
  * </ul>
  * The layers run through their own {@code activate} and {@code backpropGradient}, so sequence parallelism, packed
- * documents and ZeRO's per-layer gathering work as under DL4J's step. A graph restored by DL4J itself
- * ({@code ModelSerializer}) is a plain {@link ComputationGraph} and trains with DL4J's step.
+ * documents and ZeRO's per-layer gathering work as under DL4J's step. A batch with a feature mask (padding) trains
+ * through DL4J's own step, with a warning once; so does a graph restored by DL4J itself ({@code ModelSerializer},
+ * {@code clone}), which is a plain {@link ComputationGraph}.
  */
 final class DecoderGraph extends ComputationGraph {
 
     /** About this many logits per chunk of the head (64 MB in float32). */
     private static final long HEAD_CHUNK_LOGITS = 1L << 24;
 
+    private static final Logger LOG = LoggerFactory.getLogger(DecoderGraph.class);
+
     private final int blocks;
     private boolean checkpointing;
+    private transient boolean warnedAboutMasks;
     /** ComputationGraph's labels, which it offers no getter for. */
     private static final Field LABELS = labelsField();
 
@@ -82,6 +88,17 @@ final class DecoderGraph extends ComputationGraph {
         INDArray[] in = getInputs();
         INDArray[] labels = labels();
         if (in == null || in[0] == null || labels == null || labels[0] == null) {
+            super.computeGradientAndScore();                 // DL4J's own step says what is missing
+            return;
+        }
+        INDArray[] featureMasks = getInputMaskArrays();
+        if (featureMasks != null && featureMasks.length > 0 && featureMasks[0] != null) {
+            if (!warnedAboutMasks) {
+                warnedAboutMasks = true;
+                LOG.warn("HfDecoder: a batch with a feature mask (padding) trains through DL4J's own step: the "
+                        + "whole [tokens, vocab] logits at once{}", checkpointing ? ", without activation "
+                        + "checkpointing" : "");
+            }
             super.computeGradientAndScore();
             return;
         }
