@@ -34,8 +34,8 @@ import org.slf4j.LoggerFactory;
  * </ul>
  * The layers run through their own {@code activate} and {@code backpropGradient}, so sequence parallelism, packed
  * documents and ZeRO's per-layer gathering work as under DL4J's step. A batch with a feature mask (padding) trains
- * through DL4J's own step, with a warning once; so does a graph restored by DL4J itself ({@code ModelSerializer},
- * {@code clone}), which is a plain {@link ComputationGraph}.
+ * through DL4J's own step, with a warning the first time. A graph DL4J makes itself ({@code ModelSerializer}'s
+ * restore, {@code clone}) is a plain {@link ComputationGraph} and trains with DL4J's step.
  */
 final class DecoderGraph extends ComputationGraph {
 
@@ -43,12 +43,12 @@ final class DecoderGraph extends ComputationGraph {
     private static final long HEAD_CHUNK_LOGITS = 1L << 24;
 
     private static final Logger LOG = LoggerFactory.getLogger(DecoderGraph.class);
+    /** ComputationGraph's labels, which it offers no getter for. */
+    private static final Field LABELS = labelsField();
 
     private final int blocks;
     private boolean checkpointing;
     private transient boolean warnedAboutMasks;
-    /** ComputationGraph's labels, which it offers no getter for. */
-    private static final Field LABELS = labelsField();
 
     DecoderGraph(ComputationGraphConfiguration configuration, int blocks) {
         super(configuration);
