@@ -60,10 +60,6 @@ final class DecoderGraph extends ComputationGraph {
         this.checkpointing = on;
     }
 
-    boolean activationCheckpointing() {
-        return checkpointing;
-    }
-
     private static Field labelsField() {
         try {
             Field f = ComputationGraph.class.getDeclaredField("labels");

@@ -64,11 +64,11 @@ public final class HfDecoder {
     static final int PREFILL_CHUNK = 512;
 
     private final HfConfig config;
-    private final ComputationGraph graph;
+    private final DecoderGraph graph;
     /** The single-token path of {@link #step}, made on first use. */
     private TokenStep tokenStep;
 
-    private HfDecoder(HfConfig config, ComputationGraph graph) {
+    private HfDecoder(HfConfig config, DecoderGraph graph) {
         this.config = config;
         this.graph = graph;
     }
@@ -114,11 +114,7 @@ public final class HfDecoder {
      * Returns this model.
      */
     public HfDecoder activationCheckpointing(boolean on) {
-        if (graph instanceof DecoderGraph g) {
-            g.activationCheckpointing(on);
-        } else if (on) {
-            throw new IllegalStateException("HfDecoder: activation checkpointing needs a graph built by HfDecoder");
-        }
+        graph.activationCheckpointing(on);
         return this;
     }
 
@@ -167,9 +163,10 @@ public final class HfDecoder {
 
     /** A model of {@code c} with random weights (for benchmarks and tests), in {@code type}. */
     public static HfDecoder random(HfConfig c, DataType type, long seed) {
-        ComputationGraph graph = new DecoderGraph(configuration(c, type, seed), c.layers());
+        DecoderGraph graph = new DecoderGraph(configuration(c, type, seed), c.layers());
         graph.init();
-        return new HfDecoder(c, TiedEmbeddings.bind(graph));
+        TiedEmbeddings.bind(graph);
+        return new HfDecoder(c, graph);
     }
 
     private static LayerNormLayer norm(HfConfig c) {
@@ -219,7 +216,7 @@ public final class HfDecoder {
                         + Arrays.toString(e.shape()) + ", the config needs " + Arrays.toString(expected));
             }
         }
-        ComputationGraph graph = new DecoderGraph(configuration(c, type, 0), c.layers());
+        DecoderGraph graph = new DecoderGraph(configuration(c, type, 0), c.layers());
         graph.init();
         TiedEmbeddings.bind(graph);
         for (Map.Entry<String, Target> t : targets.entrySet()) {
