@@ -24,24 +24,32 @@ final class DoubleVectorTileMath implements TileMath {
     private static final ByteOrder ORDER = ByteOrder.nativeOrder();
     private static final int BYTES = Double.BYTES;
 
-    private static final DoubleVector LOG2E = DoubleVector.broadcast(S, 1.4426950408889634);
-    private static final DoubleVector MAGIC = DoubleVector.broadcast(S, 6755399441055744.0);     // 1.5 * 2^52
-    private static final long MAGIC_BITS = Double.doubleToRawLongBits(6755399441055744.0);
-    private static final DoubleVector MINUS_LN2_HI = DoubleVector.broadcast(S, -6.93147180369123816490e-01);
-    private static final DoubleVector MINUS_LN2_LO = DoubleVector.broadcast(S, -1.90821492927058770002e-10);
-    // 1/k! for k = 13 down to 2: e^r by Horner's rule (the last two coefficients, 1/1! and 1/0!, are ONE).
-    private static final DoubleVector C13 = DoubleVector.broadcast(S, 1.0 / 6227020800.0);
-    private static final DoubleVector C12 = DoubleVector.broadcast(S, 1.0 / 479001600.0);
-    private static final DoubleVector C11 = DoubleVector.broadcast(S, 1.0 / 39916800.0);
-    private static final DoubleVector C10 = DoubleVector.broadcast(S, 1.0 / 3628800.0);
-    private static final DoubleVector C9 = DoubleVector.broadcast(S, 1.0 / 362880.0);
-    private static final DoubleVector C8 = DoubleVector.broadcast(S, 1.0 / 40320.0);
-    private static final DoubleVector C7 = DoubleVector.broadcast(S, 1.0 / 5040.0);
-    private static final DoubleVector C6 = DoubleVector.broadcast(S, 1.0 / 720.0);
-    private static final DoubleVector C5 = DoubleVector.broadcast(S, 1.0 / 120.0);
-    private static final DoubleVector C4 = DoubleVector.broadcast(S, 1.0 / 24.0);
-    private static final DoubleVector C3 = DoubleVector.broadcast(S, 1.0 / 6.0);
-    private static final DoubleVector C2 = DoubleVector.broadcast(S, 1.0 / 2.0);
+    // exp's constants: log2(e), 1.5 * 2^52 (adding it rounds to an integer, kept in the low bits), ln 2 in two parts
+    // and 1/k! for k = 13 down to 0, e^r by Horner's rule; each also as a vector.
+    private static final double LOG2E_D = 1.4426950408889634;
+    private static final double MAGIC_D = 6755399441055744.0;
+    private static final long MAGIC_BITS = Double.doubleToRawLongBits(MAGIC_D);
+    private static final double MINUS_LN2_HI_D = -6.93147180369123816490e-01;
+    private static final double MINUS_LN2_LO_D = -1.90821492927058770002e-10;
+    private static final double[] TAYLOR = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
+        1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0,
+        1.0 / 2.0, 1.0, 1.0};
+    private static final DoubleVector LOG2E = DoubleVector.broadcast(S, LOG2E_D);
+    private static final DoubleVector MAGIC = DoubleVector.broadcast(S, MAGIC_D);
+    private static final DoubleVector MINUS_LN2_HI = DoubleVector.broadcast(S, MINUS_LN2_HI_D);
+    private static final DoubleVector MINUS_LN2_LO = DoubleVector.broadcast(S, MINUS_LN2_LO_D);
+    private static final DoubleVector C13 = DoubleVector.broadcast(S, TAYLOR[0]);
+    private static final DoubleVector C12 = DoubleVector.broadcast(S, TAYLOR[1]);
+    private static final DoubleVector C11 = DoubleVector.broadcast(S, TAYLOR[2]);
+    private static final DoubleVector C10 = DoubleVector.broadcast(S, TAYLOR[3]);
+    private static final DoubleVector C9 = DoubleVector.broadcast(S, TAYLOR[4]);
+    private static final DoubleVector C8 = DoubleVector.broadcast(S, TAYLOR[5]);
+    private static final DoubleVector C7 = DoubleVector.broadcast(S, TAYLOR[6]);
+    private static final DoubleVector C6 = DoubleVector.broadcast(S, TAYLOR[7]);
+    private static final DoubleVector C5 = DoubleVector.broadcast(S, TAYLOR[8]);
+    private static final DoubleVector C4 = DoubleVector.broadcast(S, TAYLOR[9]);
+    private static final DoubleVector C3 = DoubleVector.broadcast(S, TAYLOR[10]);
+    private static final DoubleVector C2 = DoubleVector.broadcast(S, TAYLOR[11]);
     private static final DoubleVector ONE = DoubleVector.broadcast(S, 1.0);
 
     @Override
@@ -92,7 +100,7 @@ final class DoubleVectorTileMath implements TileMath {
         double sum = vsum.reduceLanes(VectorOperators.ADD);
         for (int c = full; c < cols; c++) {
             int pos = base + c * BYTES;
-            double e = exp(DoubleVector.broadcast(S, bb.getDouble(pos) + shift)).lane(0);
+            double e = exp(bb.getDouble(pos) + shift);
             bb.putDouble(pos, e);
             sum += e;
         }
@@ -107,7 +115,7 @@ final class DoubleVectorTileMath implements TileMath {
      * {@code |r| <= ln 2 / 2} (truncation below 2e-16), n put in the exponent. Below -708 it gives 0 (so -inf
      * gives 0); NaN stays NaN.
      */
-    private static DoubleVector exp(DoubleVector x) {
+    static DoubleVector exp(DoubleVector x) {
         DoubleVector clamped = x.max(-708.0).min(709.0);
         DoubleVector t = clamped.fma(LOG2E, MAGIC);                  // n + 1.5 * 2^52: n in the low bits
         DoubleVector n = t.sub(MAGIC);
@@ -117,6 +125,24 @@ final class DoubleVectorTileMath implements TileMath {
         DoubleVector twoToN = t.reinterpretAsLongs().sub(MAGIC_BITS - 1023).lanewise(VectorOperators.LSHL, 52)
                 .reinterpretAsDoubles();
         return p.mul(twoToN).blend(0.0, x.compare(VectorOperators.LT, -708.0));
+    }
+
+    /**
+     * {@link #exp(DoubleVector)} of one value, step for step in scalar arithmetic, so the bits are the same: a row's
+     * tail (its last {@code cols % L} elements, all of a row shorter than a vector) no longer runs a whole vector
+     * for each element, which without the JIT's vector intrinsics costs an allocation per operation.
+     */
+    static double exp(double x) {
+        double clamped = Math.min(Math.max(x, -708.0), 709.0);
+        double t = Math.fma(clamped, LOG2E_D, MAGIC_D);
+        double n = t - MAGIC_D;
+        double r = Math.fma(n, MINUS_LN2_HI_D, clamped) + n * MINUS_LN2_LO_D;
+        double p = TAYLOR[0];
+        for (int i = 1; i < TAYLOR.length; i++) {
+            p = Math.fma(p, r, TAYLOR[i]);
+        }
+        double twoToN = Double.longBitsToDouble((Double.doubleToRawLongBits(t) - (MAGIC_BITS - 1023)) << 52);
+        return x < -708.0 ? 0.0 : p * twoToN;
     }
 
     @Override
