@@ -31,7 +31,8 @@ class ClusterBenchCommandTest {
         java.util.Optional<String> why = NamespaceCluster.unavailable();
         Assumptions.assumeTrue(why.isEmpty(), () -> "skipped: " + why.orElseThrow());
         CliRun run = CliRun.of("bench", "cluster", "--rates", "500", "--algos", "ring,ulysses", "-N", "64",
-                "--heads", "4", "--kv-heads", "4", "--dim", "8", "--repeats", "1", "--out", tmp.toString());
+                "--heads", "4", "--kv-heads", "4", "--dim", "8", "--repeats", "1", "--warm-up", "0.2", "--out",
+                tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-cluster.csv"));
         String all = String.join("\n", csv);
@@ -51,6 +52,8 @@ class ClusterBenchCommandTest {
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("<!-- bench:cluster:start -->") && md.contains("| 500 Mbit/s | ring | zigzag |"), md);
         assertTrue(md.contains("- 500 Mbit/s: measured "), md);
+        assertTrue(md.contains("once every worker has run the local attention op untimed for 0.2 s"),
+                "the method names the warm-up that ran\n" + md);
         BenchMarkdown.assertMethodInOneParagraph(md, "Planned against measured, on rate-limited links");
     }
 }

@@ -28,7 +28,7 @@ class DistributedBenchCommandTest {
     void writesCsvChartsAndMarkdownSectionWithTheRingsBytes() throws Exception {
         CliRun run = CliRun.of("bench", "distributed", "--workers", "1,2", "--lengths", "64", "--repeats", "1",
                 "--algos", "ring,lasp", "--heads", "4", "--kv-heads", "2", "--dim", "8", "--heap", "512m",
-                "--out", tmp.toString());
+                "--warm-up", "0.2", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-distributed.csv"));
         String all = String.join("\n", csv);
@@ -49,6 +49,8 @@ class DistributedBenchCommandTest {
         }
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("| ring | 2 | zigzag | 64 |"), md);
+        assertTrue(md.contains("once every worker has run the local attention op untimed for 0.2 s"),
+                "the method names the warm-up that ran\n" + md);
         BenchMarkdown.assertMethodInOneParagraph(md, "Sequence-parallel attention over worker processes");
     }
 

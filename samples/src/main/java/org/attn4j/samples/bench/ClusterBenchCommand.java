@@ -89,6 +89,11 @@ public final class ClusterBenchCommand implements Callable<Integer> {
             description = "Timed passes (median) per algorithm (default: ${DEFAULT-VALUE}).")
     int repeats;
 
+    @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
+            description = "How long each worker runs the local attention op untimed before anything is timed, so "
+                    + "the JIT has compiled it (default: ${DEFAULT-VALUE}).")
+    double warmUpSeconds;
+
     @Option(names = "--latency-us", paramLabel = "US", defaultValue = "100",
             description = "Per-message latency the prediction charges, microseconds (default: ${DEFAULT-VALUE}).")
     double latencyUs;
@@ -117,6 +122,7 @@ public final class ClusterBenchCommand implements Callable<Integer> {
         Options.atLeast("--heads", heads, 1);
         Options.atLeast("--kv-heads", kvHeads, 1);
         Options.atLeast("--dim", dim, 1);
+        Options.atLeast("--warm-up", warmUpSeconds, 0);
         Options.atLeast("--latency-us", latencyUs, 0);
         if (heads % kvHeads != 0) {
             throw new UserInputException("--heads must be a multiple of --kv-heads, got " + heads + " and " + kvHeads);
@@ -188,7 +194,8 @@ public final class ClusterBenchCommand implements Callable<Integer> {
             LaunchResult r = LocalLauncher.builder(hosts, DistributedBenchWorker.class.getName())
                     .rendezvous(cluster.address(0), MASTER_PORT).prefix(cluster::prefix)
                     .args(List.of(String.join(",", algos), Integer.toString(length), "1", Integer.toString(heads),
-                            Integer.toString(kvHeads), Integer.toString(dim), Integer.toString(repeats)))
+                            Integer.toString(kvHeads), Integer.toString(dim), Integer.toString(repeats),
+                            Double.toString(warmUpSeconds)))
                     .heap("1g").timeout(Duration.ofMinutes(30)).env("ATTN4J_TIMEOUT_MS", "120000")
                     .output(line -> {
                         int at = line.indexOf(DistributedBenchWorker.RESULT);
@@ -229,13 +236,14 @@ public final class ClusterBenchCommand implements Callable<Integer> {
                 + "own address on a bridge, run one worker each, started with torchrun's variables, and every host's "
                 + "outgoing link is limited by a tc token bucket to the rate shown. Causal attention, float32, B = 1, "
                 + "H = %d, Hkv = %d, D = %d, N = %d, each algorithm in its default layout. Measured is the slowest "
-                + "rank's median of %d forward+backward passes. Predicted is `attn4j plan`'s model for %d nodes of "
-                + "one worker, with the link rate as the bandwidth, %.0f us per message, and each algorithm's own "
-                + "attention rate on this machine: its time on the same hosts with unlimited links, counted as "
-                + "compute (so it includes what the algorithm's communication threads take from the shared cores). "
-                + "For comparison, the last column plans with the kernel's rate (%.4f TFLOP/s on %s) shared by the "
-                + "%d workers.", hosts, heads, kvHeads, dim, length, repeats, hosts, latencyUs, rate.tflops(),
-                rate.shape(), hosts)));
+                + "rank's median of %d forward+backward passes, once every worker has run the local attention op "
+                + "untimed for %s s. Predicted is `attn4j plan`'s model for %d nodes of one worker, with the link "
+                + "rate as the bandwidth, %.0f us per message, and each algorithm's own attention rate on this "
+                + "machine: its time on the same hosts with unlimited links, counted as compute (so it includes what "
+                + "the algorithm's communication threads take from the shared cores). For comparison, the last "
+                + "column plans with the kernel's rate (%.4f TFLOP/s on %s) shared by the %d workers.", hosts, heads,
+                kvHeads, dim, length, repeats, fmt(warmUpSeconds), hosts, latencyUs, rate.tflops(), rate.shape(),
+                hosts)));
         b.append("| link | algorithm | config | measured | predicted | of which compute | measured / predicted "
                 + "| plan at the kernel's rate | MB sent / rank |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
@@ -258,7 +266,7 @@ public final class ClusterBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
-    private static String fmt(double x) {
+    static String fmt(double x) {
         return x == Math.rint(x) ? Long.toString((long) x) : Double.toString(x);
     }
 }

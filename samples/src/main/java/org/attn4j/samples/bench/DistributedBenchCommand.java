@@ -97,6 +97,11 @@ public final class DistributedBenchCommand implements Callable<Integer> {
             description = "Timed runs (median) per measurement (default: ${DEFAULT-VALUE}).")
     int repeats;
 
+    @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
+            description = "How long each worker runs the local attention op untimed before anything is timed, so "
+                    + "the JIT has compiled it (default: ${DEFAULT-VALUE}).")
+    double warmUpSeconds;
+
     @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "3g",
             description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
     String heap;
@@ -159,6 +164,7 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 throw new UserInputException("--balance-workers must be in [2, 1024], got " + p);
             }
         }
+        Options.atLeast("--warm-up", warmUpSeconds, 0);
         if (lengths.stream().anyMatch(n -> n < 1) || repeats < 1 || batch < 1 || dim < 1 || kvHeads < 1
                 || heads % kvHeads != 0) {
             throw new UserInputException("need N >= 1, --repeats >= 1, --batch >= 1, --dim >= 1 and --heads a "
@@ -203,7 +209,7 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 .args(List.of(String.join(",", names),
                         lengths.stream().map(String::valueOf).collect(Collectors.joining(",")),
                         Integer.toString(batch), Integer.toString(heads), Integer.toString(kvHeads),
-                        Integer.toString(dim), Integer.toString(repeats)))
+                        Integer.toString(dim), Integer.toString(repeats), Double.toString(warmUpSeconds)))
                 .heap(heap).timeout(Duration.ofMinutes(60))
                 .output(line -> {
                     int at = line.indexOf(DistributedBenchWorker.RESULT);
@@ -229,7 +235,7 @@ public final class DistributedBenchCommand implements Callable<Integer> {
     private List<RankRow> runAsRank(List<String> names) {
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             List<RankRow> mine = DistributedBenchWorker.run(t, names, lengths.stream().mapToInt(Integer::intValue)
-                    .toArray(), batch, heads, kvHeads, dim, repeats);
+                    .toArray(), batch, heads, kvHeads, dim, repeats, warmUpSeconds);
             if (mine.isEmpty()) {
                 throw new UserInputException("no algorithm of " + names + " accepts P = " + t.worldSize() + " with N "
                         + "in " + lengths);
@@ -351,11 +357,12 @@ public final class DistributedBenchCommand implements Callable<Integer> {
                 + "Hkv = %d, D = %d, each algorithm in its default layout and options (the config column); "
                 + "linear-attention algorithms (%s) run a different op, whose times do not compare with the "
                 + "others'. %s. Time is the slowest rank's median of %d timed forward+backward passes after two "
-                + "untimed ones, with a barrier before each; bytes are what each rank's transport sent in one "
+                + "untimed ones, with a barrier before each, once every worker has run the local attention op "
+                + "untimed for %s s; bytes are what each rank's transport sent in one "
                 + "forward+backward pass (the largest rank, and the mean over ranks). When all workers share one "
                 + "machine's %d cores, times at P > 1 show an algorithm's overhead, not its scaling; the bytes do not "
                 + "depend on the machine and equal the formulas in docs/algorithms.md.", batch, heads, kvHeads, dim,
-                SequenceAlgorithm.names(false), where, repeats, m.cores())));
+                SequenceAlgorithm.names(false), where, repeats, ClusterBenchCommand.fmt(warmUpSeconds), m.cores())));
         b.append("| algorithm | P | config | N | forward | backward | bytes / rank (max) | bytes / rank (mean) |\n"
                 + "|---|---:|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {

@@ -18,10 +18,11 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * One worker of {@code attn4j bench distributed}, started by {@link DistributedBenchCommand} through the local
- * launcher. Arguments: {@code ALGOS LENGTHS B H HKV D REPEATS} (comma-separated lists for the first two). For
+ * launcher. Arguments: {@code ALGOS LENGTHS B H HKV D REPEATS WARM_UP_SECONDS} (comma-separated lists for the first
+ * two). For
  * every algorithm that accepts the configuration and every N, each rank builds the same seeded float32 inputs,
  * takes its shard, runs two untimed forward+backward passes and then {@code REPEATS} timed ones (a barrier
- * before each; every worker first runs the local flash op for two seconds so the JIT has compiled it),
+ * before each; every worker first runs the local flash op for {@code WARM_UP_SECONDS} so the JIT has compiled it),
  * and prints {@code RESULT algo,workers,n,rank,config,forward_ms,backward_ms,forward_bytes,backward_bytes} with
  * its median times and the bytes it sent in one pass.
  */
@@ -32,19 +33,19 @@ public final class DistributedBenchWorker {
 
     /** Untimed passes per configuration before the timed ones. */
     private static final int UNTIMED = 2;
-    /** How long each worker runs the local flash op before any measurement (JIT compilation). */
-    private static final long WARM_UP_NANOS = 2_000_000_000L;
+    /** How long each worker runs the local flash op before any measurement by default (JIT compilation). */
+    static final double WARM_UP_SECONDS = 2;
 
     private DistributedBenchWorker() {
     }
 
-    /** Runs the local flash forward and backward for {@link #WARM_UP_NANOS}, so the JIT has compiled them. */
-    private static void warmUp(int h, int hkv, int d) {
+    /** Runs the local flash forward and backward for {@code seconds}, so the JIT has compiled them. */
+    private static void warmUp(int h, int hkv, int d, double seconds) {
         Nd4j.getRandom().setSeed(1);
         INDArray q = Nd4j.randn(DataType.FLOAT, 1, h, 512, d);
         INDArray k = Nd4j.randn(DataType.FLOAT, 1, hkv, 512, d);
         FlashAttention flash = FlashAttention.defaults();
-        long end = System.nanoTime() + WARM_UP_NANOS;
+        long end = System.nanoTime() + (long) (seconds * 1e9);
         while (System.nanoTime() < end) {
             org.attn4j.ops.flash.AttentionOutput o = flash.forward(q, k, k, AttentionMask.causal(), 0.125);
             flash.backward(q, k, k, o.output(), o.lse(), q, AttentionMask.causal(), 0.125);
@@ -58,7 +59,7 @@ public final class DistributedBenchWorker {
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             for (DistributedBenchCommand.RankRow row : run(t, algos, lengths, Integer.parseInt(args[2]),
                     Integer.parseInt(args[3]), Integer.parseInt(args[4]), Integer.parseInt(args[5]),
-                    Integer.parseInt(args[6]))) {
+                    Integer.parseInt(args[6]), Double.parseDouble(args[7]))) {
                 System.out.println(RESULT + row.csv());
             }
         }
@@ -70,10 +71,10 @@ public final class DistributedBenchWorker {
      * other ranks of {@code t}; every rank returns its own rows.
      */
     static List<DistributedBenchCommand.RankRow> run(AeronTransport t, List<String> algos, int[] lengths, int b,
-                                                     int h, int hkv, int d, int repeats) {
+                                                     int h, int hkv, int d, int repeats, double warmUpSeconds) {
         List<DistributedBenchCommand.RankRow> rows = new ArrayList<>();
         Communicator world = Communicator.world(t);
-        warmUp(h, hkv, d);
+        warmUp(h, hkv, d, warmUpSeconds);
         world.barrier();
         for (String name : algos) {
             SequenceAlgorithm a = SequenceAlgorithm.byName(name);
