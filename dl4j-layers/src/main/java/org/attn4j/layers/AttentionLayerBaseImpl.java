@@ -56,8 +56,12 @@ public abstract class AttentionLayerBaseImpl<C extends AttentionLayerBase, S ext
     protected INDArray backpropInputProjections(INDArray x, INDArray dq, INDArray dk, INDArray dv,
                                                 LayerWorkspaceMgr workspaceMgr) {
         INDArray dx = backpropProjection(x, dq, WQ, BQ, workspaceMgr);
-        dx.addi(backpropProjection(x, dk, WK, BK, workspaceMgr));
-        dx.addi(backpropProjection(x, dv, WV, BV, workspaceMgr));
+        INDArray part = backpropProjection(x, dk, WK, BK, workspaceMgr);
+        dx.addi(part);
+        release(part);
+        part = backpropProjection(x, dv, WV, BV, workspaceMgr);
+        dx.addi(part);
+        release(part);
         return dx;
     }
 }

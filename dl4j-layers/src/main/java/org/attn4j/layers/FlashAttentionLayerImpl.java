@@ -46,6 +46,13 @@ public class FlashAttentionLayerImpl
     record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray x, INDArray q, INDArray k,
                  INDArray v, RotaryEmbedding.Table rope, AttentionPass<?> attention, INDArray merged, INDArray z)
             implements SavedForward {
+        /** The layer's own arrays; not the rotary table (shared) nor what the attention pass holds. */
+        @Override
+        public void release() {
+            for (INDArray a : new INDArray[] {rowMask, x, q, k, v, merged, z}) {
+                RowLayerImpl.release(a);
+            }
+        }
     }
 
     /**
@@ -63,16 +70,28 @@ public class FlashAttentionLayerImpl
     protected INDArray backpropToInput(Saved f, INDArray dz, LayerWorkspaceMgr workspaceMgr) {
         FlashAttentionLayer c = layerConf();
         INDArray dMerged = backpropProjection(f.merged(), dz, WO, BO, workspaceMgr);
-        INDArray dO = AttentionRows.toHeads(dMerged, input.size(0), timeSteps(), c.getNHeads());
+        INDArray dO = heads(dMerged, input.size(0), timeSteps(), c.getNHeads());
         AttentionGradients g = f.attention().backward(f.q(), f.k(), f.v(), dO, c.effectiveScale());
+        release(dO);
         INDArray dq = g.dq();
         INDArray dk = g.dk();
         if (f.rope() != null) {                  // q and k were rotated: their gradients turn back
             dq = c.getRope().rotateBack(dq, f.rope());
             dk = c.getRope().rotateBack(dk, f.rope());
         }
-        return backpropInputProjections(f.x(), AttentionRows.fromHeads(dq), AttentionRows.fromHeads(dk),
-                AttentionRows.fromHeads(g.dv()), workspaceMgr);
+        // the gradients the attention pass returned are its own; the copies made here are freed once used
+        INDArray[] rows = {AttentionRows.fromHeads(dq), AttentionRows.fromHeads(dk), AttentionRows.fromHeads(g.dv())};
+        if (dq != g.dq()) {
+            release(dq);
+        }
+        if (dk != g.dk()) {
+            release(dk);
+        }
+        INDArray dx = backpropInputProjections(f.x(), rows[0], rows[1], rows[2], workspaceMgr);
+        for (INDArray r : rows) {
+            release(r);
+        }
+        return dx;
     }
 
     /**
@@ -328,13 +347,13 @@ public class FlashAttentionLayerImpl
         INDArray maskCopy = maskArray == null ? null : maskArray.castTo(dataType).dup('c');
 
         INDArray x = toRows(input, c.getNIn());
-        INDArray q = AttentionRows.toHeads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
-        INDArray k = AttentionRows.toHeads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
-        INDArray v = AttentionRows.toHeads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
+        INDArray q = heads(project(x, WQ, BQ, training, workspaceMgr), b, n, c.getNHeads());
+        INDArray k = heads(project(x, WK, BK, training, workspaceMgr), b, n, c.getNKvHeads());
+        INDArray v = heads(project(x, WV, BV, training, workspaceMgr), b, n, c.getNKvHeads());
         RotaryEmbedding.Table rope = ropeTable(c, b, n);
         if (rope != null) {
-            q = c.getRope().rotate(q, rope);
-            k = c.getRope().rotate(k, rope);
+            q = rotated(c.getRope(), q, rope);
+            k = rotated(c.getRope(), k, rope);
         }
         AttentionPass<?> a = stepping() ? cachedStep(q, k, v)
                 : AttentionPass.forward(SequenceParallel.softmax(c.layerType() + " " + layerId(), b, n,
@@ -343,6 +362,22 @@ public class FlashAttentionLayerImpl
         INDArray z = project(merged, WO, BO, training, workspaceMgr);
         INDArray rowMask = maskCopy == null ? null : maskCopy.reshape('c', b * n, 1);
         return new Saved(input, maskArray, rowMask, x, q, k, v, rope, a, merged, z);
+    }
+
+    /** Projected rows as C-order heads; the rows, copied, are freed. */
+    private static INDArray heads(INDArray rows, long b, long n, int h) {
+        INDArray heads = AttentionRows.toHeads(rows, b, n, h);
+        release(rows);
+        return heads;
+    }
+
+    /** {@code x} rotated; {@code x} is freed if the rotation made a new array. */
+    private static INDArray rotated(RotaryEmbedding rope, INDArray x, RotaryEmbedding.Table table) {
+        INDArray r = rope.rotate(x, table);
+        if (r != x) {
+            release(x);
+        }
+        return r;
     }
 
     /**

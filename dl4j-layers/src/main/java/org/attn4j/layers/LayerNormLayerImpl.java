@@ -27,6 +27,13 @@ public class LayerNormLayerImpl extends RowLayerImpl<LayerNormLayer, LayerNormLa
      */
     record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray normed, INDArray invStd,
                  INDArray z) implements SavedForward {
+        @Override
+        public void release() {
+            RowLayerImpl.release(rowMask);
+            RowLayerImpl.release(normed);
+            RowLayerImpl.release(invStd);
+            RowLayerImpl.release(z);
+        }
     }
 
     /**
@@ -57,7 +64,9 @@ public class LayerNormLayerImpl extends RowLayerImpl<LayerNormLayer, LayerNormLa
     @Override
     protected INDArray backpropToInput(Saved f, INDArray dz, LayerWorkspaceMgr workspaceMgr) {
         LayerNormLayer c = layerConf();
-        gradientViews.get(GAIN).assign(dz.mul(f.normed()).sum(true, 0));
+        INDArray weighted = dz.mul(f.normed());
+        gradientViews.get(GAIN).assign(weighted.sum(true, 0));
+        release(weighted);
         if (!c.isRms()) {
             gradientViews.get(BIAS).assign(dz.sum(true, 0));
         }
@@ -80,7 +89,9 @@ public class LayerNormLayerImpl extends RowLayerImpl<LayerNormLayer, LayerNormLa
             // two passes: the mean first, then the variance of the centred rows (no E[x^2] - E[x]^2 cancellation)
             x.subiColumnVector(x.mean(true, 1));
         }
-        INDArray invStd = Transforms.pow(x.mul(x).mean(true, 1).addi(eps), -0.5, false);
+        INDArray squares = x.mul(x);
+        INDArray invStd = Transforms.pow(squares.mean(true, 1).addi(eps), -0.5, false);
+        release(squares);
         x.muliColumnVector(invStd);
         return invStd;
     }
@@ -101,10 +112,15 @@ public class LayerNormLayerImpl extends RowLayerImpl<LayerNormLayer, LayerNormLa
      * @return dL/dx, {@code du}'s array
      */
     static INDArray backpropNormalise(INDArray u, INDArray invStd, INDArray du, boolean center) {
-        INDArray projection = du.mul(u).mean(true, 1);
+        INDArray products = du.mul(u);
+        INDArray projection = products.mean(true, 1);
+        release(products);
         if (center) {
             du.subiColumnVector(du.mean(true, 1));
         }
-        return du.subi(u.mulColumnVector(projection)).muliColumnVector(invStd);
+        INDArray along = u.mulColumnVector(projection);
+        du.subi(along).muliColumnVector(invStd);
+        release(along);
+        return du;
     }
 }

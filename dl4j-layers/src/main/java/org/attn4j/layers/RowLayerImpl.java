@@ -15,6 +15,7 @@ import org.deeplearning4j.nn.layers.BaseLayer;
 import org.deeplearning4j.nn.workspace.ArrayType;
 import org.deeplearning4j.nn.workspace.LayerWorkspaceMgr;
 import org.nd4j.common.primitives.Pair;
+import org.nd4j.linalg.activations.impl.ActivationIdentity;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -64,6 +65,14 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
 
         /** The output before the activation, rows {@code [B*N, nOut]}. */
         INDArray z();
+
+        /**
+         * Frees the arrays this forward made for backprop and nothing else holds (called once the backward pass is
+         * done with them), instead of leaving them to the garbage collector: ND4J frees an array's memory only when
+         * its Java object is collected, which for arrays that lived through a few collections can take many steps.
+         */
+        default void release() {
+        }
     }
 
     /**
@@ -115,11 +124,29 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
                 f = forward(false, workspaceMgr);
             }
         }
-        INDArray y = layerConf().getActivationFn().getActivation(f.z().dup(), training);
+        // The identity (every attn4j layer's default) needs neither a copy of z nor z itself for backprop.
+        boolean identity = isIdentity();
+        INDArray z = f.z();
+        INDArray y = identity ? z : layerConf().getActivationFn().getActivation(z.dup(), training);
         if (f.rowMask() != null) {
             y.muliColumnVector(f.rowMask());
         }
-        return fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
+        INDArray out = fromRows(y, workspaceMgr, ArrayType.ACTIVATIONS);
+        if (identity) {
+            release(z);                                   // copied out
+        }
+        return out;
+    }
+
+    private boolean isIdentity() {
+        return layerConf().getActivationFn() instanceof ActivationIdentity;
+    }
+
+    /** Frees {@code a} now if it is a whole array outside any workspace that is not freed yet; null is ignored. */
+    protected static void release(INDArray a) {
+        if (a != null && a.closeable() && !a.wasClosed()) {
+            a.close();
+        }
     }
 
     /**
@@ -132,7 +159,7 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
     public Pair<Gradient, INDArray> backpropGradient(INDArray epsilon, LayerWorkspaceMgr workspaceMgr) {
         assertInputSet(true);
         C c = layerConf();
-        INDArray dx;
+        INDArray epsOut;
         try (SequenceParallel.ParameterUse use = SequenceParallel.useParameters(paramsFlattened)) {
             S f = saved;
             if (f == null || f.inputRef() != input || f.maskRef() != maskArray) {
@@ -144,8 +171,13 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
             if (f.rowMask() != null) {
                 eps.muliColumnVector(f.rowMask());
             }
-            INDArray dz = c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
-            dx = backpropToInput(f, dz, workspaceMgr);
+            INDArray dz = isIdentity() ? eps : c.getActivationFn().backprop(f.z().dup(), eps).getFirst();
+            INDArray dx = backpropToInput(f, dz, workspaceMgr);
+            epsOut = fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD);
+            // the rows of dL/dOutput and dL/dInput were this call's own; what the forward kept is done with
+            release(dx);
+            release(eps);
+            f.release();
         }
 
         Gradient gradient = new DefaultGradient(gradientsFlattened);
@@ -154,8 +186,7 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
         }
         weightNoiseParams.clear();
 
-        INDArray epsOut = backpropDropOutIfPresent(fromRows(dx, workspaceMgr, ArrayType.ACTIVATION_GRAD));
-        return new Pair<>(gradient, epsOut);
+        return new Pair<>(gradient, backpropDropOutIfPresent(epsOut));
     }
 
     /** A training forward whose arrays outlive the workspaces open now, so that backprop can use them. */

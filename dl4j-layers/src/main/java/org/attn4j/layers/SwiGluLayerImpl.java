@@ -23,6 +23,12 @@ public class SwiGluLayerImpl extends RowLayerImpl<SwiGluLayer, SwiGluLayerImpl.S
     /** What backprop needs: the input and mask it saw (by identity), then the rows of x, a, sigmoid(a), u and h. */
     record Saved(INDArray inputRef, INDArray maskRef, INDArray rowMask, INDArray x, INDArray gate, INDArray sigmoid,
                  INDArray up, INDArray product, INDArray z) implements SavedForward {
+        @Override
+        public void release() {
+            for (INDArray a : new INDArray[] {rowMask, x, gate, sigmoid, up, product, z}) {
+                RowLayerImpl.release(a);
+            }
+        }
     }
 
     /**
@@ -65,11 +71,18 @@ public class SwiGluLayerImpl extends RowLayerImpl<SwiGluLayer, SwiGluLayerImpl.S
                 gradientViews.get(W_DOWN), gradientViews.get(B_DOWN));
         INDArray silu = f.gate().mul(f.sigmoid());
         INDArray du = dh.mul(silu);
+        release(silu);
         INDArray siluSlope = f.sigmoid().rsub(1).muli(f.gate()).addi(1).muli(f.sigmoid());
         INDArray da = dh.muli(f.up()).muli(siluSlope);
+        release(siluSlope);
         INDArray dx = AttentionRows.backpropAffine(f.x(), da, getParamWithNoise(W_GATE, true, workspaceMgr),
                 gradientViews.get(W_GATE), gradientViews.get(B_GATE));
-        return dx.addi(AttentionRows.backpropAffine(f.x(), du, getParamWithNoise(W_UP, true, workspaceMgr),
-                gradientViews.get(W_UP), gradientViews.get(B_UP)));
+        release(da);
+        INDArray dxUp = AttentionRows.backpropAffine(f.x(), du, getParamWithNoise(W_UP, true, workspaceMgr),
+                gradientViews.get(W_UP), gradientViews.get(B_UP));
+        release(du);
+        dx.addi(dxUp);
+        release(dxUp);
+        return dx;
     }
 }

@@ -110,19 +110,19 @@ final class DecoderGraph extends ComputationGraph {
         // Arrays this step makes and no layer holds any more are closed as soon as they are done with, instead of
         // waiting for the garbage collector (ND4J frees off-heap memory when it collects the Java objects): a long
         // sequence's activations would otherwise pile up between collections.
+        // Without checkpointing a block's input is done with once the block has run: its layers keep what their
+        // backward passes need. With it, the inputs are what the backward pass recomputes the blocks from.
         INDArray[] blockInputs = new INDArray[blocks + 1];
-        Block[] kept = new Block[blocks];
         INDArray x = embed.activate(in[0], true, mgr);
         for (int l = 0; l < blocks; l++) {
-            blockInputs[l] = x;
-            Block f = block(l, x, !checkpointing, mgr);
+            INDArray out = block(l, x, !checkpointing, mgr);
             if (checkpointing) {
                 clearBlock(l);
-                f.closeNorms();
+                blockInputs[l] = x;
             } else {
-                kept[l] = f;
+                release(x);
             }
-            x = f.out();
+            x = out;
         }
         blockInputs[blocks] = x;
         INDArray h = norm.activate(x, true, mgr);
@@ -134,22 +134,19 @@ final class DecoderGraph extends ComputationGraph {
         headPass.dh().close();
         norm.clear();
         for (int l = blocks - 1; l >= 0; l--) {
-            Block f = checkpointing ? block(l, blockInputs[l], true, mgr) : kept[l];
+            if (checkpointing) {
+                release(block(l, blockInputs[l], true, mgr));     // the recomputed output; the forward's is kept
+            }
             INDArray dIn = blockBackward(l, dx, mgr);
             dx.close();
             dx = dIn;
             clearBlock(l);
-            f.closeNorms();
-            if (checkpointing) {
-                f.out().close();                       // the recomputed output; the forward's is blockInputs[l + 1]
-            }
-            blockInputs[l + 1].close();                // block l's output, block l + 1's input: both done
+            release(blockInputs[l + 1]);               // block l's output, block l + 1's input: both done
             blockInputs[l + 1] = null;
-            kept[l] = null;
         }
         embed.backpropGradient(dx, mgr);
         dx.close();
-        blockInputs[0].close();
+        release(blockInputs[0]);
         embed.clear();
 
         score = getConfiguration().getDefaultConfiguration().isMiniBatch() ? headPass.loss() / b : headPass.loss();
@@ -164,25 +161,29 @@ final class DecoderGraph extends ComputationGraph {
     private record Head(double loss, INDArray dh) {
     }
 
-    /** A block's forward pass: its output and its norms' outputs (the attention's and the MLP's inputs). */
-    private record Block(INDArray out, INDArray norm1, INDArray norm2) {
-        void closeNorms() {
-            norm1.close();
-            norm2.close();
-        }
-    }
-
-    /** Block {@code l} on {@code x}: {@code r1 = x + attn(norm1(x))}, {@code r1 + mlp(norm2(r1))}. */
-    private Block block(int l, INDArray x, boolean training, LayerWorkspaceMgr mgr) {
+    /**
+     * Block {@code l} on {@code x}: {@code r1 = x + attn(norm1(x))}, {@code r1 + mlp(norm2(r1))}. The norms' outputs
+     * are freed once the attention and the MLP have read them (those layers keep their own rows of them).
+     */
+    private INDArray block(int l, INDArray x, boolean training, LayerWorkspaceMgr mgr) {
         INDArray n1 = getLayer("norm1_" + l).activate(x, training, mgr);
         INDArray a = getLayer("attn_" + l).activate(n1, training, mgr);
+        release(n1);
         INDArray r1 = x.add(a);
         a.close();
         INDArray n2 = getLayer("norm2_" + l).activate(r1, training, mgr);
         INDArray m = getLayer("mlp_" + l).activate(n2, training, mgr);
+        release(n2);
         r1.addi(m);
         m.close();
-        return new Block(r1, n1, n2);
+        return r1;
+    }
+
+    /** Frees {@code a} if it is not freed yet. */
+    private static void release(INDArray a) {
+        if (a != null && a.closeable() && !a.wasClosed()) {
+            a.close();
+        }
     }
 
     /** dL/dx of block {@code l} from dL/d(its output), filling its layers' gradients (after a training forward). */
