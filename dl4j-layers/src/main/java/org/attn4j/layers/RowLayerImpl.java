@@ -143,7 +143,7 @@ public abstract class RowLayerImpl<C extends RecurrentFeedForwardLayer, S extend
     }
 
     /** Frees {@code a} now if it is a whole array outside any workspace that is not freed yet; null is ignored. */
-    protected static void release(INDArray a) {
+    public static void release(INDArray a) {
         if (a != null && a.closeable() && !a.wasClosed()) {
             a.close();
         }

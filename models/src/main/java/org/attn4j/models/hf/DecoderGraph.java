@@ -1,5 +1,7 @@
 package org.attn4j.models.hf;
 
+import static org.attn4j.layers.RowLayerImpl.release;
+
 import java.lang.reflect.Field;
 import java.util.Map;
 
@@ -177,13 +179,6 @@ final class DecoderGraph extends ComputationGraph {
         r1.addi(m);
         m.close();
         return r1;
-    }
-
-    /** Frees {@code a} if it is not freed yet. */
-    private static void release(INDArray a) {
-        if (a != null && a.closeable() && !a.wasClosed()) {
-            a.close();
-        }
     }
 
     /** dL/dx of block {@code l} from dL/d(its output), filling its layers' gradients (after a training forward). */
