@@ -23,22 +23,46 @@ class TransportBenchCommandTest {
 
     @Test
     void writesCsvChartAndMarkdownSection() throws Exception {
+        // A stand-in for the Open MPI anchor: prints its CSV, so the comparison columns are checked without MPI.
+        Path mpi = Files.createDirectories(tmp.resolve("mpi"));
+        Files.writeString(mpi.resolve("run.sh"), "echo op,workers,bytes,median_us,bus_gbps\n"
+                + "echo latency,2,4096,5.0,0.815\necho all-gather,2,16384,7.6,1.073\n"
+                + "echo reduce-scatter,2,16384,8.8,0.933\necho all-gather,3,16384,9.1,1.201\n");
         CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "8k", "--ring-min-size", "16k",
-                "--ring-max-size", "16k", "--ring-workers", "2,3", "--repeats", "2", "--heap", "512m",
-                "--out", tmp.toString());
+                "--ring-max-size", "16k", "--ring-workers", "2,3", "--repeats", "2", "--warm-up", "0.2",
+                "--heap", "512m", "--compare-mpi", mpi.toString(), "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
         String all = String.join("\n", csv);
-        assertEquals("kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s", csv.get(0));
-        assertEquals(1 + 2 * 2 + 2 * 2, csv.size(), all);       // 2 sizes x (latency, bandwidth); 2 rings x 2
-        assertTrue(csv.stream().anyMatch(l -> l.startsWith("p2p-bandwidth,2,8192,")), all);
-        assertTrue(csv.stream().anyMatch(l -> l.startsWith("allgather,3,16380,")), all);
-        assertTrue(csv.stream().anyMatch(l -> l.startsWith("reducescatter,2,16384,")), all);
+        assertEquals("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us", csv.get(0));
+        // 2 sizes x (latency, bandwidth, both ways); 2 rings x 2 collectives; the anchor's 4 lines.
+        assertEquals(1 + 2 * 3 + 2 * 2 + 4, csv.size(), all);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-ipc,p2p-bandwidth,2,8192,")), all);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-ipc,p2p-both,2,8192,")), all);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-ipc,p2p-latency,2,4096,")
+                && !l.endsWith(",")), all);                     // with its 99th percentile
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-ipc,allgather,3,16380,")), all);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-ipc,reducescatter,2,16384,")), all);
+        assertTrue(csv.contains("openmpi-tcp,allgather,2,16384,7.600,,1.0730,"), all);
         byte[] png = Files.readAllBytes(tmp.resolve("bench-transport.png"));
         assertArrayEquals(new byte[] {(byte) 0x89, 'P', 'N', 'G'}, Arrays.copyOf(png, 4));
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("| 8 KB | ") && !md.contains("Point-to-point bandwidth at 16 MB"), md);
+        assertTrue(md.contains("| 4 KB | ") && md.contains("| 5.0 µs |"), md);            // Open MPI's latency
+        assertTrue(md.contains("| 1.073 GB/s |") && md.contains("| 0.933 GB/s |")
+                && md.contains("| 1.201 GB/s |"), md);                                     // and bus bandwidths
         BenchMarkdown.assertMethodInOneParagraph(md, "Transport: Aeron between worker processes");
+    }
+
+    @Test
+    void refusesAnUnknownPathAndAMissingAnchor() {
+        CliRun run = CliRun.of("bench", "transport", "--path", "tcp", "--out", tmp.toString());
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
+        assertTrue(run.err().contains("--path must be ipc or udp, got \"tcp\""), run.err());
+        run = CliRun.of("bench", "transport", "--compare-mpi", tmp.resolve("nowhere").toString(), "--out",
+                tmp.toString());
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
+        assertTrue(run.err().contains("--compare-mpi: expected a directory with run.sh"), run.err());
     }
 
     @Test

@@ -3,9 +3,16 @@ package org.attn4j.distributed.transport;
 import java.io.File;
 import java.io.IOException;
 import java.net.StandardSocketOptions;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.StandardOpenOption;
 import java.nio.channels.DatagramChannel;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,11 +28,13 @@ import io.aeron.Subscription;
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import io.aeron.driver.status.SenderPos;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentInvoker;
+import org.agrona.concurrent.CompositeAgent;
 import io.aeron.exceptions.DriverTimeoutException;
 import org.agrona.CloseHelper;
 import org.agrona.IoUtil;
 import org.agrona.concurrent.AgentRunner;
-import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.status.CountersReader;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.slf4j.Logger;
@@ -67,15 +76,20 @@ public final class AeronTransport implements Transport {
     private final AtomicBoolean closed = new AtomicBoolean();
     /** Drawn at start; tells this transport's HELLOs from those of earlier ones on the same endpoint. */
     private final long incarnation = newIncarnation();
+    /** This rank's own driver (alone on its host), run by the progress thread; null otherwise. */
     private MediaDriver driver;
     private String driverDirectory;
+    /** The job's driver on this host when other ranks share it; null otherwise. */
+    private HostDriver hostDriver;
+    private FileChannel rankLockChannel;
+    private FileLock rankLock;
+    private File rankLockFile;
     private Aeron aeron;
-    private Subscription subscription;
     private ExclusivePublication[] publications;
     private SenderAgent sender;
     private ReceiverAgent receiver;
-    private AgentRunner senderRunner;
-    private AgentRunner receiverRunner;
+    private ProgressIdleStrategy idle;
+    private AgentRunner progressRunner;
 
     /**
      * Starts the transport: the embedded driver (unless an external one is configured), the subscription on this
@@ -117,45 +131,132 @@ public final class AeronTransport implements Transport {
     private void start() {
         long maxParkNs = context.idleMaxPark().toNanos();
         String directory = context.aeronDirectory();
-        if (context.embeddedDriver()) {
+        AgentInvoker driverInvoker = null;
+        boolean sharedHost = context.embeddedDriver() && context.sameHostIpc() && context.localRanks() > 1;
+        if (sharedHost) {
+            // One driver for every rank of the job on this host, on its own thread: same-host peers exchange
+            // messages through its IPC logs, which must keep moving while any of them is busy computing.
+            File root = driverRoot();
+            HostDriver.removeStale(root, DRIVER_TIMEOUT_MS);
+            hostDriver = HostDriver.acquire(new File(root, "attn4j-" + token + "-host" + hostKey()).getAbsolutePath(),
+                    () -> driverContext(ThreadingMode.SHARED, maxParkNs), DRIVER_TIMEOUT_MS);
+            directory = hostDriver.directory();
+            claimRank(directory);
+        } else if (context.embeddedDriver()) {
+            // This rank alone on its host: the driver's duty cycle runs on the transport's progress thread.
             directory = embeddedDriverDirectory();
             driverDirectory = directory;
-            int window = receiverWindow();
-            driver = MediaDriver.launch(new MediaDriver.Context()
-                    .aeronDirectoryName(directory)
-                    .threadingMode(ThreadingMode.SHARED)
-                    .sharedIdleStrategy(AdaptiveIdleStrategy.forDriver(maxParkNs))
-                    .dirDeleteOnStart(true)
-                    .dirDeleteOnShutdown(true)
-                    .termBufferSparseFile(true)
-                    .socketRcvbufLength(context.socketBufferBytes())
-                    .socketSndbufLength(context.socketBufferBytes())
-                    .initialWindowLength(window)
-                    .mtuLength(context.mtu())
-                    .printConfigurationOnStart(false)
-                    .warnIfDirectoryExists(false)
-                    .errorHandler(e -> LOG.warn("rank {}: media driver error", context.rank(), e)));
+            driver = MediaDriver.launch(driverContext(ThreadingMode.INVOKER, maxParkNs).aeronDirectoryName(directory)
+                    .dirDeleteOnStart(true).dirDeleteOnShutdown(true));
+            driverInvoker = driver.sharedAgentInvoker();
         }
         aeron = Aeron.connect(new Aeron.Context()
                 .aeronDirectoryName(directory)
                 .clientName("attn4j-rank" + context.rank())
+                .useConductorAgentInvoker(true)
+                .driverAgentInvoker(driverInvoker)
+                .driverTimeoutMs(DRIVER_TIMEOUT_MS)
                 .errorHandler(this::onAeronError));
-        subscription = aeron.addSubscription("aeron:udp?endpoint=" + hostLiteral(context.bindAddress()) + ":"
+        Subscription udp = aeron.addSubscription("aeron:udp?endpoint=" + hostLiteral(context.bindAddress()) + ":"
                 + context.port(context.rank()), context.streamId(), this::onAvailableImage, this::onUnavailableImage);
+        Subscription ipc = null;
         publications = new ExclusivePublication[context.worldSize()];
         for (int p = 0; p < context.worldSize(); p++) {
-            if (p != context.rank()) {
+            if (context.ipcPeer(p)) {
+                ipc = ipc != null ? ipc : aeron.addSubscription("aeron:ipc", ipcStream(context.rank()),
+                        this::onAvailableImage, this::onUnavailableImage);
+                // Non-sparse: the driver writes the whole log once, so no transfer waits on page faults. The
+                // largest MTU: a chunk is cut into frames of this size, each handled on its own by the receiver.
+                publications[p] = aeron.addExclusivePublication("aeron:ipc?term-length=" + context.ipcTermLength()
+                        + "|mtu=" + IPC_MTU + "|sparse=false", ipcStream(p));
+            } else if (p != context.rank()) {
                 publications[p] = aeron.addExclusivePublication("aeron:udp?endpoint=" + context.endpoints().get(p)
                         + "|mtu=" + context.mtu() + "|term-length=" + context.termLength() + "|sparse=true",
                         context.streamId());
             }
         }
         sender = new SenderAgent(this, context, token, incarnation, publications);
-        receiver = new ReceiverAgent(this, context, token, subscription, mailbox);
-        senderRunner = new AgentRunner(sender.idleStrategy(maxParkNs), this::onAgentError, null, sender);
-        receiverRunner = new AgentRunner(idleStrategy(maxParkNs), this::onAgentError, null, receiver);
-        AgentRunner.startOnThread(senderRunner, TransportThreads.daemon("attn4j-agent"));
-        AgentRunner.startOnThread(receiverRunner, TransportThreads.daemon("attn4j-agent"));
+        receiver = new ReceiverAgent(this, context, token, udp, ipc, mailbox);
+        List<Agent> agents = new ArrayList<>();
+        if (driverInvoker != null) {
+            agents.add(new InvokerAgent(driverInvoker, "attn4j-driver"));
+        }
+        agents.add(new InvokerAgent(aeron.conductorAgentInvoker(), "attn4j-client"));
+        agents.add(sender);
+        agents.add(receiver);
+        idle = new ProgressIdleStrategy(context.progressIdle(), () -> sender.outstanding() || mailbox.hasWaiting(),
+                maxParkNs);
+        progressRunner = new AgentRunner(idle, this::onAgentError, null, new CompositeAgent(agents));
+        AgentRunner.startOnThread(progressRunner, TransportThreads.daemon("attn4j-progress"));
+    }
+
+    /**
+     * Holds a lock on this rank's file beside the host driver's directory while the transport is open: a second
+     * transport for the same rank of the job on this host would share the first's endpoint inside the one
+     * driver and take half its messages, so it is refused.
+     */
+    private void claimRank(String directory) {
+        File file = new File(directory + ".rank" + context.rank() + ".lock");
+        try {
+            rankLockChannel = FileChannel.open(file.toPath(), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+            try {
+                rankLock = rankLockChannel.tryLock();
+            } catch (OverlappingFileLockException e) {
+                rankLock = null;
+            }
+        } catch (IOException e) {
+            throw new TransportException("rank " + context.rank() + ": could not lock " + file + ": " + e, e);
+        }
+        if (rankLock == null) {
+            CloseHelper.quietClose(rankLockChannel);
+            rankLockChannel = null;
+            throw new TransportException("rank " + context.rank() + " of this job already runs on this host (endpoint "
+                    + context.endpoints().get(context.rank()) + ")");
+        }
+        rankLockFile = file;
+    }
+
+    /** The MTU of IPC publications: Aeron's largest. */
+    private static final int IPC_MTU = 65504;
+
+    /** How long Aeron clients wait for a silent driver, and how old a driver's heartbeat may be to count as live. */
+    private static final long DRIVER_TIMEOUT_MS = 10_000;
+
+    /** The IPC stream on which {@code rank} receives. */
+    private int ipcStream(int rank) {
+        return context.streamId() + 1 + rank;
+    }
+
+    /** Eight hex digits naming this host's address among the job's (all loopback addresses are one host). */
+    private String hostKey() {
+        String host = context.host(context.rank());
+        String key = AeronTransportContext.Builder.isLoopback(host) ? "loopback" : host.toLowerCase(Locale.ROOT);
+        return String.format("%08x", key.hashCode());
+    }
+
+    private MediaDriver.Context driverContext(ThreadingMode mode, long maxParkNs) {
+        MediaDriver.Context c = new MediaDriver.Context()
+                .threadingMode(mode)
+                .termBufferSparseFile(true)
+                .socketRcvbufLength(context.socketBufferBytes())
+                .socketSndbufLength(context.socketBufferBytes())
+                .initialWindowLength(receiverWindow())
+                .mtuLength(context.mtu())
+                .printConfigurationOnStart(false)
+                .warnIfDirectoryExists(false)
+                .errorHandler(e -> LOG.warn("rank {}: media driver error", context.rank(), e));
+        if (mode == ThreadingMode.SHARED) {
+            c.sharedIdleStrategy(AdaptiveIdleStrategy.forDriver(maxParkNs));
+        }
+        return c;
+    }
+
+    /** Runs an Aeron agent invoker (the driver's or the client conductor's) as one agent of the progress thread. */
+    private record InvokerAgent(AgentInvoker invoker, String roleName) implements Agent {
+        @Override
+        public int doWork() {
+            return invoker.invoke();
+        }
     }
 
     /**
@@ -186,14 +287,13 @@ public final class AeronTransport implements Transport {
         return window;
     }
 
-    /** Yields, then parks briefly while warm and up to {@code maxParkNs} once quiet: never holds a core. */
-    private static IdleStrategy idleStrategy(long maxParkNs) {
-        return AdaptiveIdleStrategy.withLongPark(maxParkNs);
+    private static File driverRoot() {
+        File shm = new File("/dev/shm");
+        return shm.isDirectory() && shm.canWrite() ? shm : new File(System.getProperty("java.io.tmpdir"));
     }
 
     private String embeddedDriverDirectory() {
-        File shm = new File("/dev/shm");
-        File root = shm.isDirectory() && shm.canWrite() ? shm : new File(System.getProperty("java.io.tmpdir"));
+        File root = driverRoot();
         removeStaleDriverDirectories(root);
         // Unique per process and instance too: dirDeleteOnStart would wipe a live driver's directory otherwise.
         return new File(root, "attn4j-" + token + "-rank" + context.rank() + "-" + ProcessHandle.current().pid() + "-"
@@ -257,7 +357,7 @@ public final class AeronTransport implements Transport {
             // Close may have drained the queue before this send reached it.
             sender.failUnsent("closed");
         } else {
-            wakeSender();
+            wakeProgress();
         }
         return m.future;
     }
@@ -265,7 +365,11 @@ public final class AeronTransport implements Transport {
     @Override
     public CompletableFuture<INDArray> receive(int peer, int tag) {
         checkPeerAndTag("receive", peer, tag);
-        return mailbox.receive(peer, tag);
+        CompletableFuture<INDArray> f = mailbox.receive(peer, tag);
+        if (!f.isDone()) {
+            wakeProgress();
+        }
+        return f;
     }
 
     @Override
@@ -315,7 +419,8 @@ public final class AeronTransport implements Transport {
         }
         try {
             Duration wait = Duration.ofMillis(Math.min(context.timeout().toMillis(), 1000) + 100);
-            sender.goodbye(senderRunner.thread(), wait);
+            idle.kick();
+            sender.goodbye(progressRunner.thread(), wait);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -346,9 +451,8 @@ public final class AeronTransport implements Transport {
     }
 
     private void shutDown(String reason) {
-        wakeSender();
-        CloseHelper.quietClose(senderRunner);
-        CloseHelper.quietClose(receiverRunner);
+        wakeProgress();
+        CloseHelper.quietClose(progressRunner);
         sender.failUnsent(reason);
         mailbox.close(reason);
         releaseAeron();
@@ -357,6 +461,16 @@ public final class AeronTransport implements Transport {
     private void releaseAeron() {
         CloseHelper.quietClose(aeron);
         CloseHelper.quietClose(driver);
+        if (rankLock != null) {
+            IoUtil.delete(rankLockFile, true);
+            CloseHelper.quietClose(rankLock::release);
+            CloseHelper.quietClose(rankLockChannel);
+            rankLock = null;
+        }
+        if (hostDriver != null) {
+            hostDriver.release(Duration.ofMillis(Math.min(context.timeout().toMillis(), 2000)));
+            hostDriver = null;
+        }
     }
 
     private static long newIncarnation() {
@@ -370,7 +484,7 @@ public final class AeronTransport implements Transport {
     /** A valid HELLO came from {@code peer} (see {@link SenderAgent#helloFrom}); receiver thread. */
     void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
         sender.helloFrom(peer, peerIncarnation, acknowledges, wantsAck);
-        wakeSender();
+        wakeProgress();
     }
 
     /** Why {@code peer} failed, or null while it is alive; any thread. */
@@ -397,12 +511,17 @@ public final class AeronTransport implements Transport {
             return false;
         }
         mailbox.failPeer(peer, reason);
-        wakeSender();
+        wakeProgress();
         return true;
     }
 
-    private void wakeSender() {
-        Thread t = senderRunner == null ? null : senderRunner.thread();
+    /** Wakes the progress thread and keeps it polling closely for a while: a call is waiting on it. */
+    private void wakeProgress() {
+        ProgressIdleStrategy i = idle;
+        if (i != null) {
+            i.kick();
+        }
+        Thread t = progressRunner == null ? null : progressRunner.thread();
         if (t != null) {
             LockSupport.unpark(t);
         }

@@ -36,6 +36,10 @@ public final class AeronTransportContext {
     private final String aeronDirectory;
     private final int streamId;
     private final Duration idleMaxPark;
+    private final boolean sameHostIpc;
+    private final int ipcTermLength;
+    private final boolean ipcChecksums;
+    private final ProgressIdle progressIdle;
 
     private AeronTransportContext(Builder b, List<String> endpoints, Duration heartbeat, int mtu) {
         this.rank = b.rank;
@@ -53,6 +57,48 @@ public final class AeronTransportContext {
         this.aeronDirectory = b.aeronDirectory;
         this.streamId = b.streamId;
         this.idleMaxPark = b.idleMaxPark;
+        this.sameHostIpc = b.sameHostIpc;
+        this.ipcTermLength = b.ipcTermLength;
+        this.ipcChecksums = b.ipcChecksums;
+        this.progressIdle = b.progressIdle != null ? b.progressIdle
+                : ProgressIdle.defaultFor(Runtime.getRuntime().availableProcessors(), localRanks(this.endpoints, rank));
+    }
+
+    /** Environment variable: {@code 0} sends to same-host peers over UDP too (default {@code 1}: Aeron IPC). */
+    public static final String ENV_IPC = "ATTN4J_TRANSPORT_IPC";
+    /** Environment variable: {@code 1} checksums IPC payloads as well (default {@code 0}). */
+    public static final String ENV_IPC_CHECKSUMS = "ATTN4J_TRANSPORT_IPC_CHECKSUMS";
+    /** Environment variable: how the progress thread waits, {@code spin}, {@code yield} or {@code park}. */
+    public static final String ENV_IDLE = "ATTN4J_TRANSPORT_IDLE";
+
+    /**
+     * How the progress thread waits while a send or receive is outstanding (when nothing is outstanding it parks
+     * in every mode, up to {@link #idleMaxPark()}).
+     */
+    public enum ProgressIdle {
+        /** Busy-spins ({@code Thread.onSpinWait}): the lowest latency, holds a core while a call waits. */
+        SPIN,
+        /** Yields the core between polls: near-spin latency while any other thread may still run. */
+        YIELD,
+        /** Short parks (50 us plus the kernel's timer slack): least CPU, the most latency per hop. */
+        PARK;
+
+        /**
+         * The default for a host: {@link #SPIN} when every rank on it can have two cores (one for its progress
+         * thread, one for its compute), {@link #YIELD} otherwise.
+         */
+        static ProgressIdle defaultFor(int cores, int ranksOnHost) {
+            return cores >= 2 * Math.max(1, ranksOnHost) ? SPIN : YIELD;
+        }
+
+        static ProgressIdle parse(String variable, String value) {
+            for (ProgressIdle p : values()) {
+                if (p.name().equalsIgnoreCase(value.trim())) {
+                    return p;
+                }
+            }
+            throw new IllegalArgumentException(variable + ": expected spin, yield or park, got '" + value + "'");
+        }
     }
 
     /** A builder with the defaults. */
@@ -75,7 +121,27 @@ public final class AeronTransportContext {
                 .jobToken(w.jobToken()).timeout(w.timeout());
         w.aeronDir().ifPresent(b::aeronDirectory);
         w.bind().ifPresent(b::bindAddress);
+        String ipc = env.get(ENV_IPC);
+        if (ipc != null && !ipc.isBlank()) {
+            b.sameHostIpc(flag(ENV_IPC, ipc));
+        }
+        String checksums = env.get(ENV_IPC_CHECKSUMS);
+        if (checksums != null && !checksums.isBlank()) {
+            b.ipcChecksums(flag(ENV_IPC_CHECKSUMS, checksums));
+        }
+        String idle = env.get(ENV_IDLE);
+        if (idle != null && !idle.isBlank()) {
+            b.progressIdle(ProgressIdle.parse(ENV_IDLE, idle));
+        }
         return b.build();
+    }
+
+    private static boolean flag(String variable, String value) {
+        return switch (value.trim()) {
+            case "1", "true", "on" -> true;
+            case "0", "false", "off" -> false;
+            default -> throw new IllegalArgumentException(variable + ": expected 1 or 0, got '" + value + "'");
+        };
     }
 
     /** This rank. */
@@ -163,6 +229,62 @@ public final class AeronTransportContext {
         return idleMaxPark;
     }
 
+    /** Whether same-host peers talk over Aeron IPC through one media driver per host (default true). */
+    public boolean sameHostIpc() {
+        return sameHostIpc;
+    }
+
+    /** Term length of the IPC publications to same-host peers, bytes. */
+    public int ipcTermLength() {
+        return ipcTermLength;
+    }
+
+    /** Whether DATA over IPC carries a payload checksum (UDP always does). */
+    public boolean ipcChecksums() {
+        return ipcChecksums;
+    }
+
+    /** How the progress thread waits while calls are outstanding. */
+    public ProgressIdle progressIdle() {
+        return progressIdle;
+    }
+
+    /**
+     * Whether {@code peer} runs on this rank's host, as far as the endpoints tell: the same host string, or both
+     * loopback addresses.
+     */
+    public boolean sameHost(int peer) {
+        return sameHost(endpoints, rank, peer);
+    }
+
+    /** Whether {@code peer} is reached over IPC: same host and {@link #sameHostIpc()}, not this rank itself. */
+    public boolean ipcPeer(int peer) {
+        return sameHostIpc && peer != rank && sameHost(peer);
+    }
+
+    /** The ranks on this rank's host (itself included), by {@link #sameHost}. */
+    public int localRanks() {
+        return localRanks(endpoints, rank);
+    }
+
+    private static int localRanks(List<String> endpoints, int rank) {
+        int n = 0;
+        for (int p = 0; p < endpoints.size(); p++) {
+            n += sameHost(endpoints, rank, p) ? 1 : 0;
+        }
+        return n;
+    }
+
+    private static boolean sameHost(List<String> endpoints, int a, int b) {
+        String x = hostOf(endpoints.get(a));
+        String y = hostOf(endpoints.get(b));
+        return x.equalsIgnoreCase(y) || Builder.isLoopback(x) && Builder.isLoopback(y);
+    }
+
+    private static String hostOf(String endpoint) {
+        return endpoint.substring(0, endpoint.lastIndexOf(':'));
+    }
+
     /** The host part of {@code rank}'s endpoint (IPv6 in brackets). */
     public String host(int rank) {
         String e = endpoints.get(rank);
@@ -181,7 +303,9 @@ public final class AeronTransportContext {
         return "AeronTransportContext{rank=" + rank + ", endpoints=" + endpoints + ", bind=" + bindAddress
                 + ", timeout=" + timeout.toMillis() + " ms, heartbeat=" + heartbeatInterval.toMillis()
                 + " ms, chunk=" + maxChunkBytes + ", term=" + termLength + ", mtu=" + mtu
-                + ", driver=" + (aeronDirectory == null ? "embedded" : aeronDirectory) + "}";
+                + ", driver=" + (aeronDirectory == null ? "embedded" : aeronDirectory)
+                + ", ipc=" + (sameHostIpc ? "same-host" : "off") + (ipcChecksums ? " checksummed" : "")
+                + ", idle=" + progressIdle.name().toLowerCase(java.util.Locale.ROOT) + "}";
     }
 
     private static String required(Map<String, String> env, String name) {
@@ -211,6 +335,10 @@ public final class AeronTransportContext {
         private String aeronDirectory;
         private int streamId = 10_001;
         private Duration idleMaxPark = Duration.ofMillis(1);
+        private boolean sameHostIpc = true;
+        private int ipcTermLength = 8 << 20;
+        private boolean ipcChecksums;
+        private ProgressIdle progressIdle;
 
         private Builder() {
         }
@@ -317,6 +445,30 @@ public final class AeronTransportContext {
             return this;
         }
 
+        /** Same-host peers over Aeron IPC through one media driver per host; default true. */
+        public Builder sameHostIpc(boolean sameHostIpc) {
+            this.sameHostIpc = sameHostIpc;
+            return this;
+        }
+
+        /** Term length of IPC publications, a power of two from 64 KiB to 1 GiB; default 8 MiB. */
+        public Builder ipcTermLength(int ipcTermLength) {
+            this.ipcTermLength = ipcTermLength;
+            return this;
+        }
+
+        /** Checksums on IPC payloads too; default false (a shared-memory log cannot damage bytes in transit). */
+        public Builder ipcChecksums(boolean ipcChecksums) {
+            this.ipcChecksums = ipcChecksums;
+            return this;
+        }
+
+        /** How the progress thread waits while calls are outstanding; default by cores per rank on the host. */
+        public Builder progressIdle(ProgressIdle progressIdle) {
+            this.progressIdle = progressIdle;
+            return this;
+        }
+
         /**
          * Validates and builds.
          *
@@ -358,6 +510,9 @@ public final class AeronTransportContext {
             }
             if (Integer.bitCount(termLength) != 1 || termLength < (64 << 10) || termLength > (1 << 30)) {
                 throw bad("term length is " + termLength + "; it must be a power of two from 65536 to 2^30");
+            }
+            if (Integer.bitCount(ipcTermLength) != 1 || ipcTermLength < (64 << 10) || ipcTermLength > (1 << 30)) {
+                throw bad("IPC term length is " + ipcTermLength + "; it must be a power of two from 65536 to 2^30");
             }
             int maxMessage = termLength / 8;
             if (maxChunkBytes < 1 || maxChunkBytes + MessageDescriptor.MAX_HEADER_LENGTH > maxMessage) {
@@ -412,12 +567,15 @@ public final class AeronTransportContext {
 
         private static boolean allLoopback(List<String> endpoints) {
             for (String e : endpoints) {
-                String host = e.substring(0, e.lastIndexOf(':'));
-                if (!(host.startsWith("127.") || host.equals("localhost") || host.equals("[::1]"))) {
+                if (!isLoopback(e.substring(0, e.lastIndexOf(':')))) {
                     return false;
                 }
             }
             return true;
+        }
+
+        static boolean isLoopback(String host) {
+            return host.startsWith("127.") || host.equalsIgnoreCase("localhost") || host.equals("[::1]");
         }
 
         private static Duration min(Duration a, Duration b) {

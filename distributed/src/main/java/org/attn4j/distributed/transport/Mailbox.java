@@ -47,6 +47,8 @@ final class Mailbox {
     private final Map<Long, ArrayDeque<Waiter>> waiting = new HashMap<>();
     private final String[] peerFailure;
     private String closedReason;
+    /** Receives waiting, written under the lock. */
+    private volatile int waiters;
 
     /**
      * @param rank      the owning rank, for messages
@@ -77,6 +79,7 @@ final class Mailbox {
             }
             w = new Waiter(peer, tag);
             waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
+            waiters++;
             // Scheduled under the lock so that a delivery cannot complete w before its deadline exists.
             w.deadline = TransportThreads.timer().schedule(() -> expire(w), timeout.toNanos(), TimeUnit.NANOSECONDS);
         }
@@ -106,6 +109,7 @@ final class Mailbox {
                 return;
             }
             w.deadline.cancel(false);
+            waiters--;
         }
         Waiter matched = w;
         if (item instanceof INDArray a) {
@@ -132,6 +136,7 @@ final class Mailbox {
                 ArrayDeque<Waiter> queue = it.next();
                 if (!queue.isEmpty() && queue.peek().peer == peer) {
                     failed.addAll(queue);
+                    waiters -= queue.size();
                     it.remove();
                 }
             }
@@ -142,6 +147,11 @@ final class Mailbox {
                     reason)));
         }
         return true;
+    }
+
+    /** Whether a receive is waiting for its message; any thread, no lock. */
+    boolean hasWaiting() {
+        return waiters > 0;
     }
 
     /** Why {@code peer} failed, or null while it is alive. */
@@ -159,6 +169,7 @@ final class Mailbox {
             closedReason = reason;
             waiting.values().forEach(failed::addAll);
             waiting.clear();
+            waiters = 0;
             arrived.clear();
         }
         for (Waiter w : failed) {
@@ -173,6 +184,7 @@ final class Mailbox {
             if (queue == null || !queue.remove(w)) {
                 return;
             }
+            waiters--;
         }
         Duration waited = Duration.ofNanos(System.nanoTime() - w.startNs);
         completer.execute(() -> w.future.completeExceptionally(new PeerTimeoutException(rank, w.peer, w.tag, waited,

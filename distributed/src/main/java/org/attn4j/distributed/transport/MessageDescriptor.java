@@ -46,7 +46,7 @@ import org.nd4j.linalg.api.buffer.DataType;
  *  +---------------------------------------------------------------+
  *  |                           CRC32C                              |  56
  *  +---------------------------------------------------------------+
- *  |                       Reserved (zero)                         |  60
+ *  |                            Flags                              |  60
  *  +---------------------------------------------------------------+
  *  |              Shape: Array Rank x 64-bit dimensions           ...  64
  *  +---------------------------------------------------------------+
@@ -55,8 +55,10 @@ import org.nd4j.linalg.api.buffer.DataType;
  * </pre>
  *
  * <p>Integers are little-endian. The payload is the array's elements in C order, in the sender's native byte
- * order (the project assumes little-endian hosts). The CRC32C covers bytes 0 to 55, the shape and the chunk
- * payload, so a damaged tag or shape is caught as well as damaged data. The job id is derived from the job token
+ * order (the project assumes little-endian hosts). The CRC32C covers bytes 0 to 55, the flags, the shape and the
+ * chunk payload, so a damaged tag or shape is caught as well as damaged data. One flag: {@link #PAYLOAD_UNCHECKED}
+ * (bit 0), set on DATA sent over Aeron IPC without payload checksums, whose CRC then covers the header only; a
+ * receiver accepts it only on an IPC connection. The job id is derived from the job token
  * ({@link JobToken}); a receiver drops messages of another job.
  *
  * <p>Message types: {@link #HELLO} (first message on every connection; payload: SHA-256 digest of the token, 32
@@ -72,7 +74,7 @@ import org.nd4j.linalg.api.buffer.DataType;
  */
 final class MessageDescriptor {
 
-    static final byte VERSION = 2;
+    static final byte VERSION = 3;
 
     static final byte HELLO = 1;
     static final byte DATA = 2;
@@ -93,7 +95,11 @@ final class MessageDescriptor {
     static final int PAYLOAD_LENGTH_OFFSET = 40;
     static final int CHUNK_OFFSET_OFFSET = 48;
     static final int CHECKSUM_OFFSET = 56;
+    static final int FLAGS_OFFSET = 60;
     static final int SHAPE_OFFSET = 64;
+
+    /** Flag: the CRC covers the header only (DATA over IPC without payload checksums). */
+    static final int PAYLOAD_UNCHECKED = 1;
 
     /** Header bytes before the shape. */
     static final int FIXED_HEADER_LENGTH = SHAPE_OFFSET;
@@ -185,6 +191,7 @@ final class MessageDescriptor {
     static void checksumHeader(CRC32C crc, byte[] header, int arrayRank) {
         crc.reset();
         crc.update(header, 0, CHECKSUM_OFFSET);
+        crc.update(header, FLAGS_OFFSET, 4);
         crc.update(header, SHAPE_OFFSET, 8 * arrayRank);
     }
 
@@ -243,6 +250,14 @@ final class MessageDescriptor {
 
     static int checksum(DirectBuffer b) {
         return b.getInt(CHECKSUM_OFFSET, ORDER);
+    }
+
+    static int flags(DirectBuffer b) {
+        return b.getInt(FLAGS_OFFSET, ORDER);
+    }
+
+    static void putFlags(MutableDirectBuffer b, int flags) {
+        b.putInt(FLAGS_OFFSET, flags, ORDER);
     }
 
     static void putChecksum(MutableDirectBuffer b, int crc) {

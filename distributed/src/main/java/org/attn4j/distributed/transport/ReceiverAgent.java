@@ -40,6 +40,8 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     /** What is known about one image (one sender's connection), and the message it is in the middle of. */
     private static final class Session {
         final int sessionId;
+        /** Whether the connection is an IPC one (the only kind that may skip payload checksums). */
+        final boolean ipc;
         int peer = -1;
         /** Skip fragments up to the end of the current Aeron message. */
         boolean discarding;
@@ -62,17 +64,21 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         int chunkWritten;
         int chunkOffset;
         int expectedCrc;
+        boolean payloadChecked;
         final CRC32C crc = new CRC32C();
 
-        Session(int sessionId) {
+        Session(int sessionId, boolean ipc) {
             this.sessionId = sessionId;
+            this.ipc = ipc;
         }
     }
 
     private final AeronTransport transport;
     private final AeronTransportContext context;
     private final JobToken token;
-    private final Subscription subscription;
+    /** The UDP subscription, then the IPC one if this rank has same-host peers. */
+    private final Subscription[] subscriptions;
+    private final boolean[] ipcSubscription;
     private final Mailbox mailbox;
     private final int rank;
     private final long timeoutNs;
@@ -90,13 +96,20 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     private final AtomicLong corrupt = new AtomicLong();
     private volatile long stallUntilNs;
     private long nextLivenessCheckNs;
+    /** Whether the subscription being polled is the IPC one. */
+    private boolean pollingIpc;
 
-    ReceiverAgent(AeronTransport transport, AeronTransportContext context, JobToken token, Subscription subscription,
-                  Mailbox mailbox) {
+    /**
+     * @param udp the subscription on this rank's UDP endpoint
+     * @param ipc the IPC subscription, or null when no peer shares this host
+     */
+    ReceiverAgent(AeronTransport transport, AeronTransportContext context, JobToken token, Subscription udp,
+                  Subscription ipc, Mailbox mailbox) {
         this.transport = transport;
         this.context = context;
         this.token = token;
-        this.subscription = subscription;
+        this.subscriptions = ipc == null ? new Subscription[] {udp} : new Subscription[] {udp, ipc};
+        this.ipcSubscription = ipc == null ? new boolean[] {false} : new boolean[] {false, true};
         this.mailbox = mailbox;
         this.rank = context.rank();
         this.timeoutNs = context.timeout().toNanos();
@@ -136,7 +149,11 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         if (now - stallUntilNs < 0) {
             return 0;
         }
-        int work = subscription.poll(this, FRAGMENT_LIMIT);
+        int work = 0;
+        for (int i = 0; i < subscriptions.length; i++) {
+            pollingIpc = ipcSubscription[i];
+            work += subscriptions[i].poll(this, FRAGMENT_LIMIT);
+        }
         if (now - nextLivenessCheckNs >= 0) {
             nextLivenessCheckNs = now + livenessCheckNs;
             checkLiveness(System.nanoTime());
@@ -148,7 +165,7 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     public void onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
         Session s = sessions.get(aeronHeader.sessionId());
         if (s == null) {
-            s = new Session(aeronHeader.sessionId());
+            s = new Session(aeronHeader.sessionId(), pollingIpc);
             sessions.put(s.sessionId, s);
         }
         byte flags = aeronHeader.flags();
@@ -323,6 +340,10 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         s.chunkWritten = 0;
         s.chunkOffset = (int) chunkOffset;
         s.expectedCrc = MessageDescriptor.checksum(header);
+        s.payloadChecked = (MessageDescriptor.flags(header) & MessageDescriptor.PAYLOAD_UNCHECKED) == 0;
+        if (!s.payloadChecked && !s.ipc && s.damage == null) {
+            s.damage = "a chunk without a payload checksum over UDP";
+        }
         MessageDescriptor.checksumHeader(s.crc, scratch, arrayRank);
         copy(s, buffer, offset + headerLength, length - headerLength);
     }
@@ -366,7 +387,9 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         }
         int at = s.chunkOffset + s.chunkWritten;
         buffer.getBytes(offset, s.bytes, at, length);
-        s.crc.update(s.bytes.slice(at, length));
+        if (s.payloadChecked) {
+            s.crc.update(s.bytes.slice(at, length));
+        }
         s.chunkWritten += length;
     }
 

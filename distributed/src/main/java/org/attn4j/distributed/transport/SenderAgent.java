@@ -17,7 +17,6 @@ import java.util.zip.CRC32C;
 import io.aeron.ExclusivePublication;
 import io.aeron.Publication;
 import org.agrona.concurrent.Agent;
-import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -77,6 +76,8 @@ final class SenderAgent implements Agent {
                 + MessageDescriptor.HELLO_PAYLOAD_LENGTH]);
         final UnsafeBuffer payload = new UnsafeBuffer(new byte[0]);
         final int chunkBytes;
+        /** Whether DATA carries a payload checksum: always over UDP, over IPC only when configured. */
+        final boolean checksummed;
         boolean helloSent;
         long lastHelloNs;
         boolean goodbyeSent;
@@ -90,6 +91,7 @@ final class SenderAgent implements Agent {
         PeerLink(int peer, ExclusivePublication publication) {
             this.peer = peer;
             this.publication = publication;
+            this.checksummed = !context.ipcPeer(peer) || context.ipcChecksums();
             this.chunkBytes = Math.min(context.maxChunkBytes(),
                     publication.maxMessageLength() - MessageDescriptor.MAX_HEADER_LENGTH);
         }
@@ -144,40 +146,12 @@ final class SenderAgent implements Agent {
     }
 
     /**
-     * The sender thread's idle strategy: backs off ({@link AdaptiveIdleStrategy}) while a link waits for the
-     * network, and sleeps for half a heartbeat interval when there is nothing to do at all; {@code send}, a peer
-     * failure and {@code close} wake it.
+     * Whether there is anything for the progress thread to do soon: data or a goodbye queued, a connection
+     * waiting for its HELLO's acknowledgement, or an acknowledgement due. Progress thread only.
      */
-    IdleStrategy idleStrategy(long maxParkNs) {
-        AdaptiveIdleStrategy backoff = AdaptiveIdleStrategy.withLongPark(maxParkNs);
-        return new IdleStrategy() {
-            @Override
-            public void idle(int workCount) {
-                if (workCount > 0) {
-                    backoff.idle(workCount);
-                } else if (quiescent()) {
-                    LockSupport.parkNanos(heartbeatNs / 2);
-                } else {
-                    backoff.idle();
-                }
-            }
-
-            @Override
-            public void idle() {
-                backoff.idle();
-            }
-
-            @Override
-            public void reset() {
-                backoff.reset();
-            }
-        };
-    }
-
-    /** Nothing queued, every link connected (or failed): only heartbeats are due. Sender thread only. */
-    private boolean quiescent() {
+    boolean outstanding() {
         if (goodbyeRequested || !inbox.isEmpty()) {
-            return false;
+            return true;
         }
         for (PeerLink link : links) {
             if (link == null) {
@@ -185,10 +159,10 @@ final class SenderAgent implements Agent {
             }
             boolean connecting = acknowledged.get(link.peer) == 0 && transport.peerFailure(link.peer) == null;
             if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1) {
-                return false;
+                return true;
             }
         }
-        return true;
+        return false;
     }
 
     @Override
@@ -245,9 +219,9 @@ final class SenderAgent implements Agent {
      * Asks the sender thread to fail what is queued, tell every connected peer goodbye, and wait until the
      * goodbyes have left (the driver's sender position passed them); waits at most {@code wait}.
      */
-    void goodbye(Thread senderThread, Duration wait) throws InterruptedException {
+    void goodbye(Thread progressThread, Duration wait) throws InterruptedException {
         goodbyeRequested = true;
-        LockSupport.unpark(senderThread);
+        LockSupport.unpark(progressThread);
         goodbyeDone.await(wait.toNanos(), TimeUnit.NANOSECONDS);
     }
 
@@ -379,8 +353,13 @@ final class SenderAgent implements Agent {
             } else {
                 link.payload.wrap(new byte[0]);
             }
+            if (!link.checksummed) {
+                MessageDescriptor.putFlags(link.header, MessageDescriptor.PAYLOAD_UNCHECKED);
+            }
             MessageDescriptor.checksumHeader(crc, link.header.byteArray(), m.shape.length);
-            crc.update(chunk);
+            if (link.checksummed) {
+                crc.update(chunk);
+            }
             int checksum = (int) crc.getValue();
             if (link.corruptNextChunk) {
                 link.corruptNextChunk = false;

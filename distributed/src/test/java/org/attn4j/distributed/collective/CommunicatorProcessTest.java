@@ -91,8 +91,17 @@ class CommunicatorProcessTest {
     private static void removeCrashedDrivers(Set<Path> before) throws IOException {
         for (Path d : aeronDirectories()) {
             String name = d.getFileName().toString();
-            long pid = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
-            if (!before.contains(d) && ProcessHandle.of(pid).isEmpty()) {
+            boolean gone;
+            if (name.contains("-host")) {
+                // The job's host driver (and its lock files): gone once no live driver runs in it.
+                Path dir = Path.of(name.contains(".") ? d.toString().substring(0, d.toString().indexOf('.',
+                        d.toString().lastIndexOf('/'))) : d.toString());
+                gone = !io.aeron.CommonContext.isDriverActive(dir.toFile(), 1000, msg -> { });
+            } else {
+                long pid = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
+                gone = ProcessHandle.of(pid).isEmpty();
+            }
+            if (!before.contains(d) && gone) {
                 try (Stream<Path> files = Files.walk(d)) {
                     for (Path f : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
                         Files.deleteIfExists(f);

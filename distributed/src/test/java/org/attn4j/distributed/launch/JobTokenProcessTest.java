@@ -17,8 +17,9 @@ class JobTokenProcessTest {
 
     @Test
     void aProcessWithoutTheTokenCannotInjectData() throws Exception {
-        // One launch of three processes: ranks 0 and 1 form a job of two; the third claims to be rank 1 of that
-        // job (it knows rank 0's endpoint) but has another token.
+        // One launch of three processes: ranks 0 and 1 form a job of two (over IPC, sharing this host); the third
+        // claims to be rank 1 of that job (it knows rank 0's endpoint) but has another token. It comes over UDP:
+        // the job's IPC logs live in a driver directory named after the job, which another token never finds.
         int[] ports = FreePorts.udp(3);
         String job = "127.0.0.1:" + ports[0] + ",127.0.0.1:" + ports[1];
         List<String> out = new CopyOnWriteArrayList<>();
@@ -30,6 +31,7 @@ class JobTokenProcessTest {
                 .rankEnv(2, WorkerEnvironment.RANK, "1").rankEnv(2, "ATTN4J_TEST_ROLE", "intruder")
                 .rankEnv(2, WorkerEnvironment.PEERS, "127.0.0.1:" + ports[0] + ",127.0.0.1:" + ports[2])
                 .rankEnv(2, WorkerEnvironment.JOB_TOKEN, LocalLauncher.newJobToken())
+                .rankEnv(2, org.attn4j.distributed.transport.AeronTransportContext.ENV_IPC, "0")
                 .build().run();
         String output = String.join("\n", out);
         assertEquals(0, r.exitCode(), r + "\n" + output);

@@ -28,6 +28,8 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.attn4j.distributed.transport.TestCluster.Kind;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
@@ -65,7 +67,8 @@ class AeronTransportTest {
     void deletesTheEmbeddedDriverDirectoryOnClose() throws Exception {
         String token = "dir-test-" + System.nanoTime();
         String prefix = "attn4j-" + new JobToken(token) + "-rank";
-        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(token);
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(token)
+                .sameHostIpc(false);
         AeronTransport t0 = new AeronTransport(b.rank(0).build());
         AeronTransport t1 = new AeronTransport(b.rank(1).build());
         assertEquals(2, driverDirectories(prefix).length);
@@ -76,9 +79,41 @@ class AeronTransportTest {
 
     @Test
     @Timeout(30)
+    void sharesOneHostDriverBetweenSameHostRanksAndDeletesItWithTheLast() throws Exception {
+        String token = "host-dir-test-" + System.nanoTime();
+        String prefix = "attn4j-" + new JobToken(token) + "-host";
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(token);
+        AeronTransport t0 = new AeronTransport(b.rank(0).build());
+        AeronTransport t1 = new AeronTransport(b.rank(1).build());
+        // The driver's directory and its lock file, and one lock file per rank.
+        assertEquals(4, driverDirectories(prefix).length);
+        t0.send(1, 1, Nd4j.scalar(2f));
+        assertEquals(2f, get(t1.receive(0, 1)).getFloat(0));
+        t0.close();
+        t1.send(1, 1, Nd4j.scalar(3f));                      // rank 0 leaving does not take the driver away
+        assertEquals(3f, get(t1.receive(1, 1)).getFloat(0));
+        t1.close();
+        assertEquals(0, driverDirectories(prefix).length);
+    }
+
+    @Test
+    @Timeout(30)
+    void refusesASecondTransportForTheSameRankOnTheSameHost() throws Exception {
+        AeronTransportContext.Builder b = AeronTransportContext.builder().rank(0).endpoints(freeEndpoints())
+                .jobToken("same-rank-test-" + System.nanoTime());
+        try (AeronTransport first = new AeronTransport(b.build())) {
+            TransportException e = assertThrows(TransportException.class, () -> new AeronTransport(b.build()));
+            assertTrue(e.getMessage().contains("rank 0 of this job already runs on this host"), e.getMessage());
+            first.send(0, 1, Nd4j.scalar(1f));
+            assertEquals(1f, get(first.receive(0, 1)).getFloat(0));
+        }
+    }
+
+    @Test
+    @Timeout(30)
     void failsToStartWhenItsPortIsTaken() throws Exception {
         AeronTransportContext.Builder b = AeronTransportContext.builder().rank(0).endpoints(freeEndpoints())
-                .jobToken(TOKEN);
+                .jobToken(TOKEN).sameHostIpc(false);
         try (AeronTransport first = new AeronTransport(b.build())) {
             TransportException e = assertThrows(TransportException.class, () -> new AeronTransport(b.build()));
             assertTrue(e.getMessage().contains("rank 0") && e.getMessage().contains(first.context().endpoints()
@@ -126,11 +161,12 @@ class AeronTransportTest {
         }
     }
 
-    @Test
+    @ParameterizedTest
+    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP"})
     @Timeout(30)
-    void failsASendStuckBehindBackPressureWithinTheTimeout() throws Exception {
+    void failsASendStuckBehindBackPressureWithinTheTimeout(Kind kind) throws Exception {
         Duration timeout = Duration.ofMillis(1500);
-        try (TestCluster c = TestCluster.start(Kind.AERON, 2, timeout)) {
+        try (TestCluster c = TestCluster.start(kind, 2, timeout)) {
             c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
             get(c.rank(1).receive(0, 1));
             Duration stall = Duration.ofMillis(6000);

@@ -9,8 +9,8 @@ import java.util.concurrent.CompletableFuture;
 import org.attn4j.distributed.testing.Ranks;
 
 /**
- * P ranks of one transport kind inside the test JVM: in-JVM, or Aeron with one embedded driver per rank on
- * distinct loopback ports. Gives the conformance suite the fault hooks each kind has (kill, corrupt, stall, an
+ * P ranks of one transport kind inside the test JVM: in-JVM, or Aeron on distinct loopback ports, either over IPC
+ * through one media driver for the job (the default for ranks on one host) or over UDP with one driver per rank. Gives the conformance suite the fault hooks each kind has (kill, corrupt, stall, an
  * intruder, a rank started late), some package-private in {@link AeronTransport}, hence here and not in
  * {@link Ranks}, which runs bodies on P ranks.
  */
@@ -18,7 +18,7 @@ final class TestCluster implements AutoCloseable {
 
     /** The transport implementations under test. */
     enum Kind {
-        IN_JVM, AERON
+        IN_JVM, AERON_IPC, AERON_UDP
     }
 
     private final Kind kind;
@@ -43,6 +43,11 @@ final class TestCluster implements AutoCloseable {
      * start-up and starts it at once.
      */
     static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank) {
+        return start(kind, worldSize, timeout, lateRank, false);
+    }
+
+    /** As {@link #start(Kind, int, Duration, int)}; {@code ipcChecksums} checksums IPC payloads too. */
+    static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank, boolean ipcChecksums) {
         TestCluster c = new TestCluster(kind, worldSize);
         if (kind == Kind.IN_JVM) {
             List<InJvmTransport> group = InJvmTransport.group(worldSize, timeout);
@@ -56,7 +61,8 @@ final class TestCluster implements AutoCloseable {
         try {
             for (int r = 0; r < worldSize; r++) {
                 c.contexts[r] = AeronTransportContext.builder().rank(r).endpoints(endpoints.subList(0, worldSize))
-                        .jobToken(token).timeout(timeout).build();
+                        .jobToken(token).timeout(timeout).sameHostIpc(kind == Kind.AERON_IPC)
+                        .ipcChecksums(ipcChecksums).build();
                 if (r != lateRank) {
                     c.ranks[r] = new AeronTransport(c.contexts[r]);
                 }
@@ -82,7 +88,7 @@ final class TestCluster implements AutoCloseable {
 
     /** Whether the kind has a wire (checksums, tokens, a receiver thread). */
     boolean onWire() {
-        return kind == Kind.AERON;
+        return kind != Kind.IN_JVM;
     }
 
     Transport rank(int r) {
@@ -123,8 +129,10 @@ final class TestCluster implements AutoCloseable {
     AeronTransport intruder(int claimedRank) {
         List<String> endpoints = new ArrayList<>(contexts[0].endpoints());
         endpoints.set(claimedRank, spareEndpoint);
+        // Over UDP: a transport of another job cannot reach this job's host driver (its directory is named after
+        // the job), so UDP is the way in.
         AeronTransport t = new AeronTransport(AeronTransportContext.builder().rank(claimedRank).endpoints(endpoints)
-                .jobToken("not-the-job-token-at-all").timeout(contexts[0].timeout()).build());
+                .jobToken("not-the-job-token-at-all").timeout(contexts[0].timeout()).sameHostIpc(false).build());
         extras.add(t);
         return t;
     }

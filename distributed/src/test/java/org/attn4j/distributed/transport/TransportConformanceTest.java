@@ -31,7 +31,7 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
 
 /**
  * The contract of {@link Transport}, run against the in-JVM transport and against Aeron (P transports in this
- * JVM, each with its own embedded driver, over loopback UDP). Tests that need a wire (checksums, tokens) run for
+ * JVM over IPC through the job's one driver, and over loopback UDP with a driver each). Tests that need a wire (checksums, tokens) run for
  * Aeron only. Fault tests use short timeouts; every test has a JUnit timeout, so a hang fails instead of
  * blocking the build.
  */
@@ -290,7 +290,8 @@ class TransportConformanceTest {
     @EnumSource(Kind.class)
     @Timeout(30)
     void detectsACorruptedChunkAndDeliversNeitherItNorAHang(Kind kind) throws Exception {
-        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
+        // Over IPC the payload checksum is optional (off by default): this runs IPC with it on.
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT, -1, true)) {
             assumeTrue(c.onWire(), "in-JVM messages have no wire to corrupt");
             INDArray damaged = pattern(DataType.FLOAT, new long[] {3 << 18}, 7); // 3 MB: several chunks
             INDArray next = pattern(DataType.FLOAT, new long[] {1000}, 8);

@@ -17,6 +17,7 @@ import java.util.stream.Collectors;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.distributed.transport.AeronTransportContext;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
 import org.knowm.xchart.BitmapEncoder;
@@ -31,10 +32,11 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code attn4j bench transport}: the Aeron transport between worker processes on this machine (UDP loopback,
- * an embedded media driver per process): point-to-point latency and bandwidth between two workers for message
- * sizes from {@code --min-size} to {@code --max-size}, and ring all-gather and reduce-scatter bus bandwidth for
- * each of {@code --ring-workers}. Writes {@code bench-transport.csv}, {@code bench-transport.png} and the
+ * {@code attn4j bench transport}: the Aeron transport between worker processes on this machine (over IPC through
+ * the job's one media driver, or with {@code --path udp} over UDP loopback): point-to-point latency (median and
+ * 99th percentile) and bandwidth (one way and both ways at once) between two workers for message sizes from
+ * {@code --min-size} to {@code --max-size}, and ring all-gather and reduce-scatter bus bandwidth for each of
+ * {@code --ring-workers}; with {@code --compare-mpi}, Open MPI's figures from the anchor beside them. Writes {@code bench-transport.csv}, {@code bench-transport.png} and the
  * {@code transport} section of {@code benchmarks.md}.
  */
 @Command(name = "transport", mixinStandardHelpOptions = true,
@@ -69,9 +71,25 @@ public final class TransportBenchCommand implements Callable<Integer> {
             description = "Ring sizes to measure (default: ${DEFAULT-VALUE}).")
     List<Integer> ringWorkers;
 
-    @Option(names = "--repeats", paramLabel = "R", defaultValue = "5",
+    @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
+            description = "Untimed calls before the first measurement of each set of workers, so the JIT has "
+                    + "compiled the transport (default: ${DEFAULT-VALUE}).")
+    double warmUp;
+
+    @Option(names = "--repeats", paramLabel = "R", defaultValue = "7",
             description = "Timed runs (median) per measurement (default: ${DEFAULT-VALUE}).")
     int repeats;
+
+    @Option(names = "--path", paramLabel = "PATH", defaultValue = "ipc",
+            description = "How the workers (all on this machine) reach each other: ipc (Aeron IPC through one media "
+                    + "driver, the default for ranks on one host) or udp (UDP loopback, the path between hosts; "
+                    + "default: ${DEFAULT-VALUE}).")
+    String path;
+
+    @Option(names = "--compare-mpi", paramLabel = "DIR",
+            description = "Also run Open MPI's collectives from DIR/run.sh (the anchor in "
+                    + "../shared/anchors/mpi-collectives) right after, and put its figures beside these.")
+    Path compareMpi;
 
     @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "2g",
             description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
@@ -86,11 +104,15 @@ public final class TransportBenchCommand implements Callable<Integer> {
     CommandSpec spec;
 
     /** One measurement, as a worker reported it. */
-    record Row(String kind, int workers, long bytes, double medianUs, double gbps, double busGbps) {
+    record Row(String kind, int workers, long bytes, double medianUs, double gbps, double busGbps, double p99Us) {
         static Row parse(String csv) {
             String[] f = csv.split(",", -1);
             return new Row(f[0], Integer.parseInt(f[1]), Long.parseLong(f[2]), Double.parseDouble(f[3]),
-                    Double.parseDouble(f[4]), f[5].isEmpty() ? Double.NaN : Double.parseDouble(f[5]));
+                    Double.parseDouble(f[4]), number(f[5]), f.length > 6 ? number(f[6]) : Double.NaN);
+        }
+
+        private static double number(String f) {
+            return f.isEmpty() ? Double.NaN : Double.parseDouble(f);
         }
     }
 
@@ -102,6 +124,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         long max = bytes("--max-size", maxSize);
         long ringMin = bytes("--ring-min-size", ringMinSize);
         long ringMax = bytes("--ring-max-size", ringMaxSize);
+        if (warmUp < 0) {
+            throw new UserInputException("--warm-up must be >= 0 seconds, got " + warmUp);
+        }
         if (min < 4 || max < min || ringMin < 4 || ringMax < ringMin || repeats < 1) {
             throw new UserInputException("need 4 <= --min-size <= --max-size, 4 <= --ring-min-size <= "
                     + "--ring-max-size and --repeats >= 1, got " + min + ", " + max + ", " + ringMin + ", " + ringMax
@@ -112,17 +137,26 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 throw new UserInputException("--ring-workers must be in [2, 16], got " + p);
             }
         }
+        if (!path.equals("ipc") && !path.equals("udp")) {
+            throw new UserInputException("--path must be ipc or udp, got \"" + path + "\"");
+        }
+        if (compareMpi != null && !Files.isRegularFile(compareMpi.resolve("run.sh"))) {
+            throw new UserInputException("--compare-mpi: expected a directory with run.sh (the mpi-collectives "
+                    + "anchor), got " + compareMpi);
+        }
         Files.createDirectories(out);
         MachineInfo machine = MachineInfo.current();
         List<Row> rows = new ArrayList<>(run(2, "p2p", sizes(min, max, 2)));
         for (int p : ringWorkers) {
             rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
         }
-        writeCsv(out.resolve(CSV), rows);
+        List<MpiRow> mpi = compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
+                spec.commandLine().getOut());
+        writeCsv(out.resolve(CSV), rows, mpi);
         writeChart(out.resolve(PNG), rows);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
         MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), SECTION,
-                markdown(rows, machine, command.strip()));
+                markdown(rows, mpi, machine, command.strip()));
         PrintWriter log = spec.commandLine().getOut();
         log.printf("wrote %s, %s and the '%s' section of %s%n", out.resolve(CSV), out.resolve(PNG), SECTION,
                 out.resolve(AttentionBenchReport.MARKDOWN));
@@ -138,8 +172,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         String resultPrefix = "[rank 0] " + TransportBenchWorker.RESULT;
         LaunchResult r = LocalLauncher.builder(p, TransportBenchWorker.class.getName())
                 .args(List.of(mode, sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
-                        Integer.toString(repeats)))
+                        Integer.toString(repeats), Double.toString(warmUp)))
                 .heap(heap).timeout(Duration.ofMinutes(30))
+                .env(AeronTransportContext.ENV_IPC, path.equals("ipc") ? "1" : "0")
                 .output(line -> {
                     if (line.startsWith(resultPrefix)) {
                         rows.add(Row.parse(line.substring(resultPrefix.length())));
@@ -184,19 +219,28 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 : bytes >= 1024 && bytes % 1024 == 0 ? bytes / 1024 + " KB" : bytes + " B";
     }
 
-    private static void writeCsv(Path file, List<Row> rows) throws IOException {
-        StringBuilder b = new StringBuilder("kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s\n");
+    private void writeCsv(Path file, List<Row> rows, List<MpiRow> mpi) throws IOException {
+        StringBuilder b = new StringBuilder("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "%s,%d,%d,%.3f,%.4f,%s%n", r.kind(), r.workers(), r.bytes(),
-                    r.medianUs(), r.gbps(), Double.isNaN(r.busGbps()) ? "" : String.format(Locale.ROOT, "%.4f",
+            b.append(String.format(Locale.ROOT, "attn4j-%s,%s,%d,%d,%.3f,%.4f,%s,%s%n", path, r.kind(), r.workers(),
+                    r.bytes(), r.medianUs(), r.gbps(), optional(r.busGbps(), "%.4f"), optional(r.p99Us(), "%.3f")));
+        }
+        for (MpiRow r : mpi) {
+            b.append(String.format(Locale.ROOT, "openmpi-tcp,%s,%d,%d,%.3f,,%s,%n", r.kind(), r.workers(), r.bytes(),
+                    r.medianUs(), r.kind().equals("p2p-latency") ? "" : String.format(Locale.ROOT, "%.4f",
                             r.busGbps())));
         }
         Files.writeString(file, b, StandardCharsets.UTF_8);
     }
 
+    private static String optional(double v, String format) {
+        return Double.isNaN(v) ? "" : String.format(Locale.ROOT, format, v);
+    }
+
     private void writeChart(Path file, List<Row> rows) throws IOException {
         XYChart chart = new XYChartBuilder().width(1000).height(650)
-                .title("Aeron transport between worker processes (UDP loopback), float32")
+                .title("Aeron transport between worker processes (" + (path.equals("ipc") ? "IPC" : "UDP loopback")
+                        + "), float32")
                 .xAxisTitle("message / collective size (log scale)").yAxisTitle("GB/s").build();
         chart.getStyler().setChartBackgroundColor(Color.WHITE);
         chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideNW);
@@ -234,42 +278,78 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
     }
 
-    private String markdown(List<Row> rows, MachineInfo m, String command) {
+    private String markdown(List<Row> rows, List<MpiRow> mpi, MachineInfo m, String command) {
+        String how = path.equals("ipc") ? "through Aeron IPC (one media driver for the job on this machine, "
+                + "shared-memory logs)" : "over UDP loopback (a media driver each, as between hosts)";
         StringBuilder b = new StringBuilder(MarkdownSection.opening("Transport: Aeron between worker processes",
-                command, m, "Worker JVMs on this machine, each with its own embedded Aeron media driver, send "
-                        + "float32 arrays to each other over UDP loopback; every figure is the median of " + repeats
-                        + " timed runs after untimed ones, and GB = 10^9 bytes. Latency is half the round trip of one "
-                        + "array sent and sent back; bandwidth streams 4 to 64 MB of arrays back to back and waits "
-                        + "for a one-element acknowledgement. For the ring collectives, size is the whole array (what "
+                command, m, "Worker JVMs on this machine send float32 arrays to each other " + how + "; GB = 10^9 "
+                        + "bytes. Latency is half the round trip of one array sent and sent back, its median and 99th "
+                        + "percentile over at least 200 round trips; bandwidth streams 4 to 64 MB of arrays back to "
+                        + "back and waits for a one-element acknowledgement, one way and both ways at once (each "
+                        + "rank sending while it receives, as in a ring step; figure per direction), the median of "
+                        + repeats + " timed runs. Each set of workers first runs its operations untimed for " + warmUp
+                        + " s (the JIT compiles the transport's paths), and each size three times more untimed. For the ring collectives, size is the whole array (what "
                         + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
-                        + "is the slowest worker's, and bus bandwidth is size / time x (P - 1) / P, as nccl-tests "
-                        + "define it. The workers and their drivers share the machine's cores."));
-        b.append("| size | latency (half round trip) | bandwidth |\n|---:|---:|---:|\n");
+                        + "is the slowest worker's median of " + repeats + ", and bus bandwidth is size / time x "
+                        + "(P - 1) / P, as nccl-tests define it. The workers share the machine's cores."
+                        + (mpi.isEmpty() ? "" : " Open MPI's columns come from the mpi-collectives anchor (Open MPI "
+                        + "over TCP loopback, `--mca btl tcp,self`), run right after on the same machine; its "
+                        + "latency is a ping-pong's half round trip too.")));
+        b.append(mpi.isEmpty() ? "| size | latency p50 | latency p99 | bandwidth | both ways |\n|---:|---:|---:|---:|---:|\n"
+                : "| size | latency p50 | latency p99 | Open MPI latency | bandwidth | both ways |\n"
+                + "|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             if (r.kind().equals("p2p-latency")) {
-                Optional<Row> bw = rows.stream().filter(x -> x.kind().equals("p2p-bandwidth")
-                        && x.bytes() == r.bytes()).findFirst();
-                b.append(String.format(Locale.ROOT, "| %s | %.0f µs | %s |%n", size(r.bytes()), r.medianUs(),
-                        bw.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.gbps())).orElse("")));
+                b.append(String.format(Locale.ROOT, "| %s | %.0f µs | %.0f µs |", size(r.bytes()), r.medianUs(),
+                        r.p99Us()));
+                if (!mpi.isEmpty()) {
+                    b.append(' ').append(mpi.stream().filter(x -> x.kind().equals("p2p-latency")
+                            && x.bytes() == r.bytes()).findFirst().map(x -> String.format(Locale.ROOT, "%.1f µs",
+                            x.medianUs())).orElse("")).append(" |");
+                }
+                b.append(' ').append(gbps(rows, "p2p-bandwidth", r.bytes())).append(" | ")
+                        .append(gbps(rows, "p2p-both", r.bytes())).append(" |\n");
             }
         }
-        b.append("\n| workers | size | all-gather | bus bandwidth | reduce-scatter | bus bandwidth |\n"
-                + "|---:|---:|---:|---:|---:|---:|\n");
+        b.append(mpi.isEmpty() ? "\n| workers | size | all-gather | bus bandwidth | reduce-scatter | bus bandwidth |\n"
+                + "|---:|---:|---:|---:|---:|---:|\n"
+                : "\n| workers | size | all-gather | bus bandwidth | Open MPI | reduce-scatter | bus bandwidth "
+                + "| Open MPI |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             if (r.kind().equals("allgather")) {
                 Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("reducescatter")
                         && x.workers() == r.workers() && x.bytes() == r.bytes()).findFirst();
-                b.append(String.format(Locale.ROOT, "| %d | %s | %.2f ms | %.3f GB/s | %s | %s |%n", r.workers(),
-                        size(r.bytes()), r.medianUs() / 1e3, r.busGbps(),
-                        rs.map(x -> String.format(Locale.ROOT, "%.2f ms", x.medianUs() / 1e3)).orElse(""),
-                        rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
+                b.append(String.format(Locale.ROOT, "| %d | %s | %.2f ms | %.3f GB/s |", r.workers(),
+                        size(r.bytes()), r.medianUs() / 1e3, r.busGbps()));
+                if (!mpi.isEmpty()) {
+                    b.append(' ').append(mpiBus(mpi, "allgather", r.workers(), r.bytes())).append(" |");
+                }
+                b.append(' ').append(rs.map(x -> String.format(Locale.ROOT, "%.2f ms", x.medianUs() / 1e3))
+                        .orElse("")).append(" | ").append(rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s",
+                        x.busGbps())).orElse("")).append(" |");
+                if (!mpi.isEmpty()) {
+                    b.append(' ').append(mpiBus(mpi, "reducescatter", r.workers(), r.bytes())).append(" |");
+                }
+                b.append('\n');
             }
         }
         Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
                 .findFirst();
         b.append('\n').append(p2p.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: "
-                + "%.2f GB/s over UDP loopback.%n%n", r.gbps())).orElse(""));
+                + "%.2f GB/s %s.%n%n", r.gbps(), path.equals("ipc") ? "over IPC" : "over UDP loopback")).orElse(""));
         b.append("![transport](").append(PNG).append(")\n");
         return b.toString();
+    }
+
+    private static String gbps(List<Row> rows, String kind, long bytes) {
+        return rows.stream().filter(x -> x.kind().equals(kind) && x.bytes() == bytes).findFirst()
+                .map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.gbps())).orElse("");
+    }
+
+    private static String mpiBus(List<MpiRow> mpi, String kind, int workers, long bytes) {
+        // Open MPI's sizes are powers of two; ours are rounded down to a multiple of P floats.
+        return mpi.stream().filter(x -> x.kind().equals(kind) && x.workers() == workers
+                        && Math.abs(x.bytes() - bytes) <= 4L * workers).findFirst()
+                .map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("");
     }
 }

@@ -16,9 +16,10 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * One worker of {@code attn4j bench transport}, started by {@link TransportBenchCommand} through the local
  * launcher. {@code p2p SIZES REPEATS} (2 workers): ping-pong latency and streaming bandwidth of float32 arrays of
- * each size in bytes; {@code ring SIZES REPEATS} (P workers): ring all-gather and reduce-scatter of arrays of each
- * total size. Rank 0 prints one {@code RESULT kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s} line per
- * measurement (GB = 10^9 bytes).
+ * each size in bytes (latency over at least 200 round trips, its median and 99th percentile; bandwidth one way, and
+ * both ways at once); {@code ring SIZES REPEATS} (P workers): ring all-gather and reduce-scatter of arrays of each
+ * total size. Rank 0 prints one {@code RESULT kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us} line per
+ * measurement (GB = 10^9 bytes). A fourth argument gives the untimed warm-up in seconds.
  */
 public final class TransportBenchWorker {
 
@@ -37,9 +38,11 @@ public final class TransportBenchWorker {
     public static void main(String[] args) {
         long[] sizes = Arrays.stream(args[1].split(",")).mapToLong(Long::parseLong).toArray();
         int repeats = Integer.parseInt(args[2]);
+        double warmUpSeconds = Double.parseDouble(args[3]);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             Communicator world = Communicator.world(t);
             world.barrier();                                      // every connection up before the first clock
+            warmUp(world, args[0], Math.min(sizes[0], 1L << 20), warmUpSeconds);
             for (long size : sizes) {
                 if (args[0].equals("p2p")) {
                     pointToPoint(t, size, repeats);
@@ -55,8 +58,10 @@ public final class TransportBenchWorker {
     private static void pointToPoint(Transport t, long bytes, int repeats) {
         INDArray a = Nd4j.ones(DataType.FLOAT, bytes / 4);
         int peer = 1 - t.rank();
-        double[] rtt = new double[repeats];
-        for (int r = -2; r < repeats; r++) {                      // two untimed rounds
+        // Enough round trips for a stable 99th percentile (at least 200 after warming up), within ~64 MB each way.
+        int trips = (int) Math.max(Math.max(repeats, 200), Math.min(2000, STREAM_BYTES / bytes));
+        double[] rtt = new double[trips];
+        for (int r = -trips / 10 - 2; r < trips; r++) {           // untimed rounds first
             long t0 = System.nanoTime();
             if (t.rank() == 0) {
                 t.send(peer, DATA, a).join();
@@ -71,34 +76,95 @@ public final class TransportBenchWorker {
             }
         }
         double halfRtt = median(rtt) / 2;
-        report(t, "p2p-latency", 2, bytes, halfRtt, bytes / halfRtt / 1e3, Double.NaN);
+        double p99 = percentile(rtt, 0.99) / 2;
+        report(t, "p2p-latency", 2, bytes, halfRtt, bytes / halfRtt / 1e3, Double.NaN, p99);
 
         int messages = (int) Math.max(4, Math.min(2048, STREAM_BYTES / bytes));
         double[] us = new double[repeats];
-        for (int r = -1; r < repeats; r++) {
+        double[] both = new double[repeats];
+        for (int r = -3; r < repeats; r++) {
             long t0 = System.nanoTime();
             if (t.rank() == 0) {
-                List<CompletableFuture<Void>> sent = new ArrayList<>();
-                for (int m = 0; m < messages; m++) {
-                    sent.add(t.send(peer, DATA, a));
-                }
-                sent.forEach(CompletableFuture::join);
+                stream(t, peer, a, messages);
                 t.receive(peer, ACK).join().close();
             } else {
-                List<CompletableFuture<INDArray>> got = new ArrayList<>();
-                for (int m = 0; m < messages; m++) {
-                    got.add(t.receive(peer, DATA));
-                }
-                got.forEach(f -> f.join().close());
+                drain(t, peer, messages);
                 t.send(peer, ACK, Nd4j.zeros(DataType.FLOAT, 1)).join();
             }
             if (r >= 0) {
                 us[r] = (System.nanoTime() - t0) / 1e3;
             }
+            // Both ranks stream to each other at once, as every member of a ring step does.
+            t.send(peer, ACK, Nd4j.zeros(DataType.FLOAT, 1)).join();
+            t.receive(peer, ACK).join().close();
+            t0 = System.nanoTime();
+            List<CompletableFuture<INDArray>> got = new ArrayList<>();
+            for (int m = 0; m < messages; m++) {
+                got.add(t.receive(peer, DATA));
+            }
+            stream(t, peer, a, messages);
+            got.forEach(f -> f.join().close());
+            if (r >= 0) {
+                both[r] = (System.nanoTime() - t0) / 1e3;
+            }
         }
         double perMessage = median(us) / messages;
-        report(t, "p2p-bandwidth", 2, bytes, perMessage, bytes / perMessage / 1e3, Double.NaN);
+        report(t, "p2p-bandwidth", 2, bytes, perMessage, bytes / perMessage / 1e3, Double.NaN, Double.NaN);
+        double perMessageBoth = median(both) / messages;
+        report(t, "p2p-both", 2, bytes, perMessageBoth, bytes / perMessageBoth / 1e3, Double.NaN, Double.NaN);
         a.close();
+    }
+
+    /**
+     * Runs the measured operations untimed until rank 0 has spent {@code seconds} on them, so the JIT has compiled
+     * the transport's and the collectives' paths before the first clock (rank 0 decides when to stop and tells
+     * the others, so every rank runs the same number of calls).
+     */
+    private static void warmUp(Communicator world, String mode, long bytes, double seconds) {
+        Transport t = world.transport();
+        INDArray a = Nd4j.ones(DataType.FLOAT, Math.max(world.group().size(), bytes / 4 / world.group().size()
+                * world.group().size()));
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        boolean more = true;
+        while (more) {
+            if (mode.equals("p2p")) {
+                int peer = 1 - t.rank();
+                if (t.rank() == 0) {
+                    t.send(peer, DATA, a).join();
+                    t.receive(peer, DATA).join().close();
+                } else {
+                    t.receive(peer, DATA).join().close();
+                    t.send(peer, DATA, a).join();
+                }
+            } else {
+                for (INDArray x : world.allGather(a)) {
+                    if (x != a) {
+                        x.close();
+                    }
+                }
+                world.reduceScatter(a).close();
+            }
+            INDArray flag = world.broadcast(0, Nd4j.scalar(t.rank() == 0 && System.nanoTime() < end ? 1f : 0f));
+            more = flag.getFloat(0) == 1f;
+            flag.close();
+        }
+        a.close();
+    }
+
+    private static void stream(Transport t, int peer, INDArray a, int messages) {
+        List<CompletableFuture<Void>> sent = new ArrayList<>();
+        for (int m = 0; m < messages; m++) {
+            sent.add(t.send(peer, DATA, a));
+        }
+        sent.forEach(CompletableFuture::join);
+    }
+
+    private static void drain(Transport t, int peer, int messages) {
+        List<CompletableFuture<INDArray>> got = new ArrayList<>();
+        for (int m = 0; m < messages; m++) {
+            got.add(t.receive(peer, DATA));
+        }
+        got.forEach(f -> f.join().close());
     }
 
     private static void ring(Communicator world, long bytes, int repeats) {
@@ -108,7 +174,7 @@ public final class TransportBenchWorker {
         INDArray whole = Nd4j.ones(DataType.FLOAT, elements);
         double[] gather = new double[repeats];
         double[] scatter = new double[repeats];
-        for (int r = -1; r < repeats; r++) {
+        for (int r = -3; r < repeats; r++) {
             world.barrier();
             long t0 = System.nanoTime();
             List<INDArray> all = world.allGather(block);
@@ -131,8 +197,9 @@ public final class TransportBenchWorker {
         double factor = (p - 1) / (double) p;                     // bus bandwidth, as nccl-tests define it
         double g = median(gather);
         double s = median(scatter);
-        report(world.transport(), "allgather", p, total, g, total / g / 1e3, total / g / 1e3 * factor);
-        report(world.transport(), "reducescatter", p, total, s, total / s / 1e3, total / s / 1e3 * factor);
+        report(world.transport(), "allgather", p, total, g, total / g / 1e3, total / g / 1e3 * factor, Double.NaN);
+        report(world.transport(), "reducescatter", p, total, s, total / s / 1e3, total / s / 1e3 * factor,
+                Double.NaN);
         block.close();
         whole.close();
     }
@@ -149,13 +216,22 @@ public final class TransportBenchWorker {
     }
 
     private static void report(Transport t, String kind, int workers, long bytes, double us, double gbps,
-                               double bus) {
+                               double bus, double p99Us) {
         if (t.rank() == 0) {
-            System.out.printf(Locale.ROOT, "%-14s P=%d %10d bytes %12.1f us %8.3f GB/s%s%n", kind, workers, bytes, us,
-                    gbps, Double.isNaN(bus) ? "" : String.format(Locale.ROOT, " (bus %.3f GB/s)", bus));
-            System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.3f,%.4f,%s%n", RESULT, kind, workers, bytes, us, gbps,
-                    Double.isNaN(bus) ? "" : String.format(Locale.ROOT, "%.4f", bus));
+            System.out.printf(Locale.ROOT, "%-14s P=%d %10d bytes %12.1f us %8.3f GB/s%s%s%n", kind, workers, bytes, us,
+                    gbps, Double.isNaN(bus) ? "" : String.format(Locale.ROOT, " (bus %.3f GB/s)", bus),
+                    Double.isNaN(p99Us) ? "" : String.format(Locale.ROOT, " (p99 %.1f us)", p99Us));
+            System.out.printf(Locale.ROOT, "%s%s,%d,%d,%.3f,%.4f,%s,%s%n", RESULT, kind, workers, bytes, us, gbps,
+                    Double.isNaN(bus) ? "" : String.format(Locale.ROOT, "%.4f", bus),
+                    Double.isNaN(p99Us) ? "" : String.format(Locale.ROOT, "%.3f", p99Us));
         }
+    }
+
+    /** The {@code q} quantile of {@code v}, nearest rank. */
+    static double percentile(double[] v, double q) {
+        double[] s = v.clone();
+        Arrays.sort(s);
+        return s[Math.min(s.length - 1, (int) Math.ceil(q * s.length) - 1)];
     }
 
     private static double median(double[] v) {

@@ -1,0 +1,158 @@
+package org.attn4j.distributed.transport;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.file.Files;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+import java.util.regex.Pattern;
+
+import io.aeron.AeronCounters;
+import io.aeron.CommonContext;
+import io.aeron.driver.MediaDriver;
+import org.agrona.CloseHelper;
+import org.agrona.IoUtil;
+import org.agrona.concurrent.status.CountersReader;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The one media driver of a job on a host, shared by every rank there (the transports of this JVM and of other
+ * processes): same-host peers exchange messages through its shared-memory IPC logs. Its directory is named after
+ * the job and the host; the first process to get there launches it (a lock file beside the directory decides),
+ * the others connect to it. Within a JVM it is counted: the last transport to release it closes it, after waiting
+ * (briefly) for the other processes' clients to leave, so that a rank finishing first does not pull the driver
+ * from under peers still saying goodbye.
+ */
+final class HostDriver {
+
+    private static final Logger LOG = LoggerFactory.getLogger(HostDriver.class);
+    /** Host driver directories: attn4j-JOB-hostHASH. */
+    static final Pattern DIRECTORY = Pattern.compile("attn4j-[0-9a-f]{16}-host[0-9a-f]{8}");
+    private static final Map<String, HostDriver> OPEN = new HashMap<>();
+    /** A directory not touched for this long, whose driver is not alive, belongs to a finished job. */
+    private static final long STALE_MS = TimeUnit.MINUTES.toMillis(1);
+
+    private final String directory;
+    /** The driver this process launched, or null when another process runs it. */
+    private final MediaDriver driver;
+    private int users;
+
+    private HostDriver(String directory, MediaDriver driver) {
+        this.directory = directory;
+        this.driver = driver;
+        this.users = 1;
+    }
+
+    /** The directory clients connect to. */
+    String directory() {
+        return directory;
+    }
+
+    /** Whether this process runs the driver. */
+    boolean owned() {
+        return driver != null;
+    }
+
+    /**
+     * The host driver in {@code directory}: this JVM's if it has one open, a live one another process runs, or a
+     * new one launched here from {@code config}.
+     *
+     * @param driverTimeoutMs how old the driver's heartbeat may be for it to count as alive
+     */
+    static synchronized HostDriver acquire(String directory, Supplier<MediaDriver.Context> config,
+                                           long driverTimeoutMs) {
+        HostDriver h = OPEN.get(directory);
+        if (h != null) {
+            h.users++;
+            return h;
+        }
+        File lockFile = new File(directory + ".lock");
+        try (FileChannel channel = FileChannel.open(lockFile.toPath(), StandardOpenOption.CREATE,
+                StandardOpenOption.WRITE); FileLock ignored = channel.lock()) {
+            MediaDriver driver = null;
+            if (!CommonContext.isDriverActive(new File(directory), driverTimeoutMs, s -> { })) {
+                driver = MediaDriver.launch(config.get().aeronDirectoryName(directory).dirDeleteOnStart(true)
+                        .dirDeleteOnShutdown(true));
+                LOG.debug("launched the host media driver in {}", directory);
+            }
+            h = new HostDriver(directory, driver);
+        } catch (IOException e) {
+            throw new TransportException("could not lock " + lockFile + " to start the host media driver: " + e, e);
+        }
+        OPEN.put(directory, h);
+        return h;
+    }
+
+    /**
+     * Gives up one use. The last use of an owned driver waits until no other process's client is connected (at
+     * most {@code wait}) and closes it, deleting its directory.
+     */
+    void release(Duration wait) {
+        synchronized (HostDriver.class) {
+            if (--users > 0) {
+                return;
+            }
+            OPEN.remove(directory);
+        }
+        if (driver == null) {
+            return;
+        }
+        long deadline = System.nanoTime() + wait.toNanos();
+        CountersReader counters = driver.context().countersManager();
+        while (clients(counters) > 0 && System.nanoTime() - deadline < 0) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        CloseHelper.quietClose(driver);
+        try {
+            Files.deleteIfExists(new File(directory + ".lock").toPath());
+        } catch (IOException e) {
+            LOG.debug("could not delete {}.lock", directory, e);
+        }
+    }
+
+    private static int clients(CountersReader counters) {
+        AtomicInteger n = new AtomicInteger();
+        counters.forEach((value, id, label) -> {
+            if (counters.getCounterTypeId(id) == AeronCounters.DRIVER_HEARTBEAT_TYPE_ID) {
+                n.incrementAndGet();
+            }
+        });
+        return n.get();
+    }
+
+    /**
+     * Deletes host driver directories (and their lock files) of jobs that ended without closing them: not
+     * modified for a minute and no live driver in them.
+     */
+    static void removeStale(File root, long driverTimeoutMs) {
+        File[] dirs = root.listFiles((d, name) -> DIRECTORY.matcher(name).matches());
+        if (dirs == null) {
+            return;
+        }
+        long now = System.currentTimeMillis();
+        for (File dir : dirs) {
+            if (now - dir.lastModified() > STALE_MS && !CommonContext.isDriverActive(dir, driverTimeoutMs, s -> { })) {
+                LOG.info("removing the host driver directory {} of a job that no longer runs", dir);
+                IoUtil.delete(dir, true);
+                File[] locks = root.listFiles((d, name) -> name.startsWith(dir.getName() + ".")
+                        && name.endsWith(".lock"));
+                for (File lock : locks == null ? new File[0] : locks) {
+                    IoUtil.delete(lock, true);
+                }
+            }
+        }
+    }
+}
