@@ -5,7 +5,6 @@ import java.nio.ByteOrder;
 
 import org.nd4j.linalg.api.memory.MemoryWorkspace;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.shape.Shape;
 import org.nd4j.linalg.factory.Nd4j;
 
 /** How an array's elements are reached as bytes, without leaving off-heap memory. */
@@ -49,10 +48,28 @@ final class ArrayBytes {
      * or a reshape), otherwise a {@link #detachedCopy}.
      */
     static INDArray contiguous(INDArray array) {
-        if (array.isEmpty() || array.ordering() == 'c' && Shape.hasDefaultStridesForShape(array)) {
+        if (array.isEmpty() || isCContiguous(array)) {
             return array;
         }
         return detachedCopy(array);
+    }
+
+    /**
+     * Whether the elements lie back to back in C order: each dimension's stride is the product of the later
+     * dimensions' sizes (dimensions of size 1 may have any stride). Decided from shape and strides alone: ND4J's
+     * own checks refuse some such views (an interval of a vector, for one), whose copy costs more than sending it.
+     */
+    static boolean isCContiguous(INDArray array) {
+        long[] shape = array.shape();
+        long[] stride = array.stride();
+        long expected = 1;
+        for (int d = shape.length - 1; d >= 0; d--) {
+            if (shape[d] != 1 && stride[d] != expected) {
+                return false;
+            }
+            expected *= shape[d];
+        }
+        return true;
     }
 
     /**
