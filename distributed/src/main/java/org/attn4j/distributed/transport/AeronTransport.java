@@ -373,6 +373,19 @@ public final class AeronTransport implements Transport {
     }
 
     @Override
+    public CompletableFuture<INDArray> receive(int peer, int tag, INDArray into) {
+        checkPeerAndTag("receive", peer, tag);
+        if (into == null) {
+            throw new IllegalArgumentException("AeronTransport.receive: the array to receive into is null");
+        }
+        CompletableFuture<INDArray> f = mailbox.receive(peer, tag, into);
+        if (!f.isDone()) {
+            wakeProgress();
+        }
+        return f;
+    }
+
+    @Override
     public TrafficCounter traffic() {
         return traffic;
     }
@@ -395,6 +408,11 @@ public final class AeronTransport implements Transport {
     /** Messages that arrived damaged and were not delivered (each failed its receive). */
     public long corruptMessages() {
         return receiver.corruptMessages();
+    }
+
+    /** Messages written straight from the transport's log into the array a receive gave (no array allocated). */
+    public long directReceives() {
+        return receiver.directMessages();
     }
 
     /** DATA offers that Aeron refused with BACK_PRESSURED and the sender retried. */

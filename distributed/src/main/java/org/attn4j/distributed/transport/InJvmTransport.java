@@ -94,6 +94,15 @@ public final class InJvmTransport implements Transport {
     }
 
     @Override
+    public CompletableFuture<INDArray> receive(int peer, int tag, INDArray into) {
+        checkPeerAndTag("receive", peer, tag);
+        if (into == null) {
+            throw new IllegalArgumentException("InJvmTransport.receive: the array to receive into is null");
+        }
+        return mailbox.receive(peer, tag, into);
+    }
+
+    @Override
     public CompletableFuture<INDArray> receive(int peer, int tag) {
         checkPeerAndTag("receive", peer, tag);
         return mailbox.receive(peer, tag);

@@ -26,16 +26,24 @@ import org.nd4j.linalg.api.ndarray.INDArray;
 final class Mailbox {
 
     /** A receive posted before its message arrived. */
-    private static final class Waiter {
+    static final class Waiter {
         final int peer;
         final int tag;
+        /** Where the caller wants the elements, or null for a new array. */
+        final INDArray into;
         final long startNs = System.nanoTime();
         final CompletableFuture<INDArray> future = new CompletableFuture<>();
         ScheduledFuture<?> deadline;
 
-        Waiter(int peer, int tag) {
+        Waiter(int peer, int tag, INDArray into) {
             this.peer = peer;
             this.tag = tag;
+            this.into = into;
+        }
+
+        /** The caller's array the message is being written into (see {@link #claim}). */
+        INDArray into() {
+            return into;
         }
     }
 
@@ -49,6 +57,8 @@ final class Mailbox {
     private String closedReason;
     /** Receives waiting, written under the lock. */
     private volatile int waiters;
+    /** Receives whose message is being written into the caller's array ({@link #claim}). */
+    private final java.util.Set<Waiter> claimed = new java.util.HashSet<>();
 
     /**
      * @param rank      the owning rank, for messages
@@ -63,21 +73,50 @@ final class Mailbox {
 
     /** The next message from {@code peer} under {@code tag}; see {@link Transport#receive}. */
     CompletableFuture<INDArray> receive(int peer, int tag) {
+        return receive(peer, tag, null);
+    }
+
+    /**
+     * As {@link #receive(int, int)}, the elements written into {@code into} (null: a new array); see
+     * {@link Transport#receive(int, int, INDArray)}.
+     */
+    CompletableFuture<INDArray> receive(int peer, int tag, INDArray into) {
         Waiter w;
+        Object item = null;
         synchronized (this) {
             if (closedReason != null) {
                 return CompletableFuture.failedFuture(closed(peer, tag));
             }
             ArrayDeque<Object> queue = arrived.get(key(peer, tag));
             if (queue != null && !queue.isEmpty()) {
-                Object item = queue.poll();
-                return item instanceof INDArray a ? CompletableFuture.completedFuture(a)
-                        : CompletableFuture.failedFuture((Throwable) item);
+                item = queue.poll();
+            } else if (peerFailure[peer] != null) {
+                return CompletableFuture.failedFuture(new PeerFailedException(rank, peer, tag, peerFailure[peer]));
+            }
+        }
+        if (item != null) {
+            if (!(item instanceof INDArray a)) {
+                return CompletableFuture.failedFuture((Throwable) item);
+            }
+            try {
+                return CompletableFuture.completedFuture(into == null ? a : copyInto(a, into, peer, tag));
+            } catch (TransportException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+        }
+        synchronized (this) {
+            if (closedReason != null) {
+                return CompletableFuture.failedFuture(closed(peer, tag));
             }
             if (peerFailure[peer] != null) {
                 return CompletableFuture.failedFuture(new PeerFailedException(rank, peer, tag, peerFailure[peer]));
             }
-            w = new Waiter(peer, tag);
+            ArrayDeque<Object> queue = arrived.get(key(peer, tag));
+            if (queue != null && !queue.isEmpty()) {
+                // Arrived between the two locks: take it as above.
+                return receive(peer, tag, into);
+            }
+            w = new Waiter(peer, tag, into);
             waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
             waiters++;
             // Scheduled under the lock so that a delivery cannot complete w before its deadline exists.
@@ -113,7 +152,17 @@ final class Mailbox {
         }
         Waiter matched = w;
         if (item instanceof INDArray a) {
-            completer.execute(() -> matched.future.complete(a));
+            completer.execute(() -> {
+                if (matched.into == null || matched.into == a) {
+                    matched.future.complete(a);
+                    return;
+                }
+                try {
+                    matched.future.complete(copyInto(a, matched.into, peer, tag));
+                } catch (TransportException e) {
+                    matched.future.completeExceptionally(e);
+                }
+            });
         } else {
             completer.execute(() -> matched.future.completeExceptionally((Throwable) item));
         }
@@ -140,6 +189,13 @@ final class Mailbox {
                     it.remove();
                 }
             }
+            for (Iterator<Waiter> it = claimed.iterator(); it.hasNext(); ) {
+                Waiter w = it.next();
+                if (w.peer == peer) {
+                    failed.add(w);
+                    it.remove();
+                }
+            }
         }
         for (Waiter w : failed) {
             w.deadline.cancel(false);
@@ -147,6 +203,63 @@ final class Mailbox {
                     reason)));
         }
         return true;
+    }
+
+    /**
+     * Takes the oldest receive waiting for {@code peer}'s next message under {@code tag} if it gave an array the
+     * message can be written into directly (same type and element count, elements contiguous in C order): the
+     * receiver then writes straight into it and ends the receive with {@link #finishClaimed}. Null otherwise (the
+     * message goes into a new array and is copied over on delivery). The receive no longer times out: the
+     * message is under way, and a peer that stops mid-message is failed by the liveness check.
+     */
+    Waiter claim(int peer, int tag, org.nd4j.linalg.api.buffer.DataType type, long length) {
+        synchronized (this) {
+            ArrayDeque<Waiter> queue = waiting.get(key(peer, tag));
+            Waiter w = queue == null ? null : queue.peek();
+            if (w == null || w.into == null || w.into.dataType() != type || w.into.length() != length
+                    || w.into.wasClosed() || !ArrayBytes.isCContiguous(w.into)) {
+                return null;
+            }
+            queue.poll();
+            waiters--;
+            w.deadline.cancel(false);
+            claimed.add(w);
+            return w;
+        }
+    }
+
+    /** Ends a claimed receive: with its array, or with {@code failure}. */
+    void finishClaimed(Waiter w, TransportException failure) {
+        synchronized (this) {
+            if (!claimed.remove(w)) {
+                return;                                  // failed already (peer failure or close)
+            }
+        }
+        completer.execute(() -> {
+            if (failure == null) {
+                w.future.complete(w.into);
+            } else {
+                w.future.completeExceptionally(failure);
+            }
+        });
+    }
+
+    /**
+     * Copies a received array into the caller's, checking type and element count.
+     *
+     * @throws TransportException naming what the receive expected and what came
+     */
+    static INDArray copyInto(INDArray received, INDArray into, int peer, int tag) {
+        if (received.dataType() != into.dataType() || received.length() != into.length()) {
+            throw new TransportException("receive from rank " + peer + " with tag " + tag + " into an array of "
+                    + into.length() + " " + into.dataType() + ": the message holds " + received.length() + " "
+                    + received.dataType());
+        }
+        if (received.length() > 0) {
+            into.assign(received.reshape('c', into.shape()));
+        }
+        received.close();
+        return into;
     }
 
     /** Whether a receive is waiting for its message; any thread, no lock. */
@@ -170,6 +283,8 @@ final class Mailbox {
             waiting.values().forEach(failed::addAll);
             waiting.clear();
             waiters = 0;
+            failed.addAll(claimed);
+            claimed.clear();
             arrived.clear();
         }
         for (Waiter w : failed) {

@@ -52,6 +52,8 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         // The message being assembled.
         INDArray array;
         ByteBuffer bytes;
+        /** The receive whose array the message is written into, or null (a new array). */
+        Mailbox.Waiter claimed;
         int tag;
         long sequence;
         int chunkCount;
@@ -94,6 +96,7 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     private final CRC32C controlCrc = new CRC32C();
     private final AtomicLong dropped = new AtomicLong();
     private final AtomicLong corrupt = new AtomicLong();
+    private final AtomicLong direct = new AtomicLong();
     private volatile long stallUntilNs;
     private long nextLivenessCheckNs;
     /** Whether the subscription being polled is the IPC one. */
@@ -131,6 +134,11 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     /** DATA messages that arrived damaged (checksum or chunk mismatch) and were not delivered. */
     long corruptMessages() {
         return corrupt.get();
+    }
+
+    /** Messages written straight into a receive's own array. */
+    long directMessages() {
+        return direct.get();
     }
 
     /** The peer that sent a valid HELLO on {@code sessionId}, or null. */
@@ -306,8 +314,11 @@ final class ReceiverAgent implements Agent, FragmentHandler {
                         s.expectedSequence);
             }
             s.expectedSequence = sequence + 1;
+            long elements = payloadLength / Math.max(1, dtype.width());
+            s.claimed = mailbox.claim(s.peer, tag, dtype, elements);
             try {
-                s.array = Nd4j.createUninitialized(dtype, shape, 'c');
+                // Straight into the caller's array when a receive gave one, else into a new array.
+                s.array = s.claimed != null ? s.claimed.into() : Nd4j.createUninitialized(dtype, shape, 'c');
                 s.bytes = ArrayBytes.bytes(s.array);
             } catch (RuntimeException | OutOfMemoryError e) {
                 // The receive fails instead of waiting for the timeout; the rest of the message is skipped.
@@ -315,8 +326,14 @@ final class ReceiverAgent implements Agent, FragmentHandler {
                 s.discarding = true;
                 s.skippedSequence = sequence;
                 countCorrupt(s, "no memory for message " + sequence + " (" + payloadLength + " bytes): " + e);
-                mailbox.deliverFailure(s.peer, tag, new TransportException("rank " + rank + ": could not allocate "
-                        + payloadLength + " bytes for a message from rank " + s.peer + " with tag " + tag, e));
+                TransportException failure = new TransportException("rank " + rank + ": could not allocate "
+                        + payloadLength + " bytes for a message from rank " + s.peer + " with tag " + tag, e);
+                if (s.claimed != null) {
+                    mailbox.finishClaimed(s.claimed, failure);
+                    s.claimed = null;
+                } else {
+                    mailbox.deliverFailure(s.peer, tag, failure);
+                }
                 return;
             }
             s.tag = tag;
@@ -409,14 +426,26 @@ final class ReceiverAgent implements Agent, FragmentHandler {
 
     private void finishMessage(Session s) {
         if (s.damage == null) {
-            mailbox.deliver(s.peer, s.tag, s.array);
+            if (s.claimed != null) {
+                mailbox.finishClaimed(s.claimed, null);
+                direct.incrementAndGet();
+            } else {
+                mailbox.deliver(s.peer, s.tag, s.array);
+            }
         } else {
             countCorrupt(s, "message " + s.sequence + " with tag " + s.tag + ": " + s.damage);
-            mailbox.deliverFailure(s.peer, s.tag, new CorruptMessageException(rank, s.peer, s.tag,
-                    s.damage + " (message " + s.sequence + ")"));
+            CorruptMessageException e = new CorruptMessageException(rank, s.peer, s.tag,
+                    s.damage + " (message " + s.sequence + ")");
+            if (s.claimed != null) {
+                mailbox.finishClaimed(s.claimed, e);
+            } else {
+                mailbox.deliverFailure(s.peer, s.tag, e);
+                s.array.close();
+            }
         }
         s.array = null;
         s.bytes = null;
+        s.claimed = null;
     }
 
     private void checkLiveness(long now) {

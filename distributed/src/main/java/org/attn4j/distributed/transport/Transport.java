@@ -54,6 +54,26 @@ public interface Transport extends AutoCloseable {
      */
     CompletableFuture<INDArray> receive(int peer, int tag);
 
+    /**
+     * Receives the next array that {@code peer} sent under {@code tag} into {@code into}: the message must hold
+     * {@code into}'s type and number of elements (its shape may differ; the elements are taken in C order).
+     * Where the transport can (an array contiguous in C order, the receive posted before the message arrives) it
+     * writes the elements straight into {@code into}, with no array allocated for the message; otherwise it
+     * copies them over on delivery. {@code into} must not be read or written until the future completes; after a
+     * failure its contents are undefined.
+     *
+     * @param into the caller's array, e.g. a view of a larger one
+     * @return {@code into}, once it holds the message; fails as {@link #receive(int, int)} does, and with a
+     *         {@link TransportException} naming both when the message's type or element count differs
+     * @throws IllegalArgumentException for a bad peer or tag, or a null array (synchronously)
+     */
+    default CompletableFuture<INDArray> receive(int peer, int tag, INDArray into) {
+        if (into == null) {
+            throw new IllegalArgumentException("Transport.receive: the array to receive into is null");
+        }
+        return receive(peer, tag).thenApply(a -> Mailbox.copyInto(a, into, peer, tag));
+    }
+
     /** Bytes this rank has sent, per peer and per tag (payload bytes of arrays, not headers). */
     TrafficCounter traffic();
 

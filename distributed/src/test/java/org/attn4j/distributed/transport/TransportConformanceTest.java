@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -74,6 +75,42 @@ class TransportConformanceTest {
             get(c.rank(0).send(1, 3, big));
             assertSameArray(big, get(received));
             assertEquals(40_000_000L, c.rank(0).traffic().toPeerWithTag(1, 3));
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Kind.class)
+    @Timeout(30)
+    void receivesIntoTheCallersArrayWhetherPostedBeforeOrAfterTheMessageCame(Kind kind) throws Exception {
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
+            INDArray message = pattern(DataType.FLOAT, new long[] {3 << 18}, 21);           // 3 MB: several chunks
+            INDArray target = Nd4j.valueArrayOf(new long[] {(3 << 18) + 200}, -7f, DataType.FLOAT);
+            INDArray into = target.get(NDArrayIndex.interval(100, 100 + (3 << 18)));
+            CompletableFuture<INDArray> posted = c.rank(1).receive(0, 21, into);
+            c.rank(0).send(1, 21, message);
+            assertSame(into, get(posted), "the receive completes with the caller's array");
+            assertSameArray(message, into);
+            assertEquals(-7f, target.getFloat(99));                      // nothing written outside it
+            assertEquals(-7f, target.getFloat(100 + (3 << 18)));
+            if (c.onWire()) {
+                assertEquals(1, c.aeron(1).directReceives(), "written straight from the log, no array between");
+            }
+            // A message that is already there when the receive comes is copied over, reshaped to the target.
+            INDArray matrix = pattern(DataType.DOUBLE, new long[] {6, 5}, 22);
+            c.rank(0).send(1, 22, matrix);
+            c.rank(0).send(1, 23, Nd4j.scalar(1.0));
+            get(c.rank(1).receive(0, 23));                              // sent after it: it has arrived
+            INDArray flat = Nd4j.create(DataType.DOUBLE, 30);
+            assertSame(flat, get(c.rank(1).receive(0, 22, flat)));
+            assertSameArray(matrix.reshape(30), flat);
+            // A message of another element count fails the receive, naming both; the next one still arrives.
+            c.rank(0).send(1, 24, pattern(DataType.FLOAT, new long[] {8}, 24));
+            c.rank(0).send(1, 24, pattern(DataType.FLOAT, new long[] {5}, 25));
+            Throwable t = failure(c.rank(1).receive(0, 24, Nd4j.create(DataType.FLOAT, 5)));
+            assertTrue(t.getMessage().contains("into an array of 5 FLOAT: the message holds 8 FLOAT"),
+                    t.getMessage());
+            assertSameArray(pattern(DataType.FLOAT, new long[] {5}, 25),
+                    get(c.rank(1).receive(0, 24, Nd4j.create(DataType.FLOAT, 5))));
         }
     }
 
