@@ -14,8 +14,11 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 
 import org.attn4j.distributed.transport.PeerFailedException;
+import org.attn4j.distributed.transport.Contiguity;
 import org.attn4j.distributed.transport.Transport;
+import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.INDArrayIndex;
 import org.nd4j.linalg.indexing.NDArrayIndex;
 
@@ -182,6 +185,34 @@ public final class Communicator {
         return allGatherAsync(array).join();
     }
 
+    /**
+     * Ring all-gather of equal blocks into {@code out}, as {@code MPI_Allgather}: every member's {@code array} has
+     * the same type and number of elements, and member {@code j}'s lands in {@code out}'s elements
+     * {@code [j n, (j+1) n)} (C order; for {@code out} of shape {@code [P m, ...]} and blocks {@code [m, ...]}, rows
+     * {@code [j m, (j+1) m)}). The transport writes each block straight into {@code out}; blocks above 8 MiB
+     * travel in slices, each forwarded as soon as it arrives. Volume: {@code (P - 1) n} elements per member.
+     *
+     * @param out P times {@code array}'s elements of its type, contiguous in C order; not read or written by the
+     *            caller until the handle completes
+     * @return {@code out}
+     * @throws IllegalArgumentException naming what {@code out} should be
+     */
+    public CollectiveHandle<INDArray> allGatherAsync(INDArray array, INDArray out) {
+        return allGatherAsync(array, out, RingSlices.SLICE_BYTES);
+    }
+
+    /** As {@link #allGatherAsync(INDArray, INDArray)} with slices of at most {@code sliceBytes} (tests). */
+    CollectiveHandle<INDArray> allGatherAsync(INDArray array, INDArray out, long sliceBytes) {
+        checkArray("allGather", array);
+        checkOut("allGather", out, array.dataType(), array.length() * group.size());
+        return start("allGather", ex -> RingSlices.allGather(ex, array, out, 0, sliceBytes));
+    }
+
+    /** Blocking {@link #allGatherAsync(INDArray, INDArray)}. */
+    public INDArray allGather(INDArray array, INDArray out) {
+        return allGatherAsync(array, out).join();
+    }
+
     // ---- allToAll -------------------------------------------------------------------------------------------
 
     /**
@@ -274,16 +305,48 @@ public final class Communicator {
                     + Arrays.toString(array.shape()) + " cannot be cut along dimension 0 into " + p
                     + " equal blocks for " + group);
         }
-        long m = array.size(0) / p;
-        List<INDArray[]> blocks = new ArrayList<>(p);
-        for (int j = 0; j < p; j++) {
-            INDArrayIndex[] idx = new INDArrayIndex[array.rank()];
-            Arrays.fill(idx, NDArrayIndex.all());
-            idx[0] = NDArrayIndex.interval(j * m, (j + 1) * m);
-            blocks.add(new INDArray[] {array.get(idx)});
+        long[] shape = array.shape().clone();
+        shape[0] /= p;
+        return reduceScatterAsync(array, Nd4j.createUninitialized(array.dataType(), shape, 'c'));
+    }
+
+    /**
+     * Sum reduce-scatter into {@code out}, as {@code MPI_Reduce_scatter_block}: {@code array} holds P equal blocks
+     * one after the other (C order), and member {@code j} ends with the sum over members of block {@code j} in
+     * {@code out}. Blocks above 8 MiB travel in slices, each added to and forwarded as soon as it arrives; the
+     * last step's partial sums are written straight into {@code out}. Volume: {@code (P - 1)} blocks per member.
+     *
+     * @param out one block's elements of {@code array}'s type, contiguous in C order
+     * @return {@code out}
+     * @throws IllegalArgumentException naming what {@code out} should be
+     */
+    public CollectiveHandle<INDArray> reduceScatterAsync(INDArray array, INDArray out) {
+        return reduceScatterAsync(array, out, RingSlices.SLICE_BYTES);
+    }
+
+    /** As {@link #reduceScatterAsync(INDArray, INDArray)} with slices of at most {@code sliceBytes} (tests). */
+    CollectiveHandle<INDArray> reduceScatterAsync(INDArray array, INDArray out, long sliceBytes) {
+        checkArray("reduceScatter", array);
+        checkOut("reduceScatter", out, array.dataType(), array.length() / group.size());
+        if (array.length() != out.length() * group.size()) {
+            throw new IllegalArgumentException("Communicator.reduceScatter on " + group + ": an array of "
+                    + array.length() + " elements does not cut into " + group.size() + " blocks of " + out.length());
         }
-        return start("reduceScatter(sum)", ex -> RingReduceScatter.run(ex, Reduction.sum(), blocks, 0)
-                .thenApply(t -> t[0]));
+        return start("reduceScatter(sum)", ex -> RingSlices.reduceScatter(ex, array, out, 0, sliceBytes));
+    }
+
+    /** Blocking {@link #reduceScatterAsync(INDArray, INDArray)}. */
+    public INDArray reduceScatter(INDArray array, INDArray out) {
+        return reduceScatterAsync(array, out).join();
+    }
+
+    private void checkOut(String op, INDArray out, DataType type, long elements) {
+        if (out == null || out.dataType() != type || out.length() != elements || !Contiguity.isCContiguous(out)) {
+            throw new IllegalArgumentException("Communicator." + op + " on " + group + ": expected an output of "
+                    + elements + " " + type + " elements contiguous in C order, got " + (out == null ? "null"
+                    : out.length() + " " + out.dataType() + " of shape " + Arrays.toString(out.shape())
+                    + (Contiguity.isCContiguous(out) ? "" : ", not contiguous")));
+        }
     }
 
     /** Blocking {@link #reduceScatterAsync(INDArray)}. */

@@ -111,6 +111,24 @@ final class Exchange<T> {
         return f.thenApplyAsync(Function.identity(), executor);
     }
 
+    /**
+     * Receives the next array from the member at {@code index} into {@code into} (see
+     * {@link Transport#receive(int, int, INDArray)}); completes on the executor.
+     */
+    CompletableFuture<INDArray> receiveInto(int index, int phase, INDArray into) {
+        if (result.isDone()) {
+            return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
+        }
+        CompletableFuture<INDArray> f = transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase),
+                into);
+        f.whenComplete((v, e) -> {
+            if (e != null) {
+                fail(e);
+            }
+        });
+        return f.thenApplyAsync(Function.identity(), executor);
+    }
+
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */
     CompletableFuture<INDArray[]> receiveAll(int index, int phase, int count) {
         INDArray[] tuple = new INDArray[count];

@@ -64,6 +64,49 @@ enum CollectiveChecks {
         }
     },
 
+    /**
+     * All-gather and reduce-scatter into the caller's outputs, whole and with 64 KiB slices (blocks of 400 KB in
+     * float32, 800 KB in float64: 7 and 13 slices), where the ring overlaps its steps slice by slice.
+     */
+    INTO_OUTPUTS {
+        @Override
+        void run(Transport t, DataType type, Path scratch) {
+            int p = t.worldSize();
+            int me = t.rank();
+            for (long slice : new long[] {RingSlices.SLICE_BYTES, 64 << 10}) {
+                intoOutputs(t, type, slice);
+            }
+        }
+
+        private void intoOutputs(Transport t, DataType type, long slice) {
+            int p = t.worldSize();
+            int me = t.rank();
+            long rows = 100;
+            Communicator c = Communicator.world(t);
+            INDArray out = Nd4j.create(type, rows * p, 1024);
+            CollectiveHandle<INDArray> g = c.allGatherAsync(input(me, type, rows, 1024), out, slice);
+            assertSame(out, g.join(), "the all-gather returns the caller's output");
+            for (int j = 0; j < p; j++) {
+                assertClose(input(j, type, rows, 1024), out.get(NDArrayIndex.interval(rows * j, rows * j + rows),
+                        NDArrayIndex.all()), type, "block " + j);
+            }
+            assertEquals((p - 1) * rows * 1024 * type.width(), g.bytesSent(), "P - 1 blocks, in slices");
+            INDArray mine = Nd4j.create(type, rows, 1024);
+            CollectiveHandle<INDArray> r = c.reduceScatterAsync(input(me, type, rows * p, 1024), mine, slice);
+            assertSame(mine, r.join(), "the reduce-scatter returns the caller's output");
+            INDArray sum = Nd4j.zeros(DataType.DOUBLE, rows, 1024);
+            for (int q = 0; q < p; q++) {
+                sum.addi(input(q, type, rows * p, 1024).get(NDArrayIndex.interval(rows * me, rows * me + rows),
+                        NDArrayIndex.all()).castTo(DataType.DOUBLE));
+            }
+            assertClose(sum, mine, type, "reduced block");
+            assertEquals((p - 1) * rows * 1024 * type.width(), r.bytesSent(), "P - 1 blocks, in slices");
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> c.allGatherAsync(input(me, type, 2, 3), Nd4j.create(type, 2 * p + 1, 3)));
+            assertTrue(e.getMessage().contains("expected an output of " + 6 * p + " " + type), e.getMessage());
+        }
+    },
+
     ALL_REDUCE {
         @Override
         void run(Transport t, DataType type, Path scratch) {

@@ -1,0 +1,160 @@
+package org.attn4j.distributed.collective;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.indexing.NDArrayIndex;
+
+/**
+ * The ring all-gather and sum reduce-scatter of equal blocks into the caller's output, in slices. Each block is
+ * cut into slices of at most {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or
+ * adds to and forwards) slice {@code k} of a step as soon as it has arrived, while the later slices of that step
+ * are still on the way, as Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
+ * into its place in the output (or in a scratch block for a reduce-scatter's partial sums), so the transport
+ * writes the elements straight where they belong; a member's sends to its successor leave in (step, slice) order,
+ * the order in which the successor's receives match them.
+ *
+ * <pre>
+ *   all-gather, step s = 0 .. P-2:      member i sends block i-s to i+1, receives block i-s-1 from i-1
+ *   reduce-scatter, step s = 0 .. P-2:  member i sends its partial of block i-s-1, receives the partial of block
+ *                                       i-s-2 and adds its own share of that block to it
+ * </pre>
+ */
+final class RingSlices {
+
+    /**
+     * The largest slice, bytes. On the 2-core benchmark machine, where the copies and not the latency bound a
+     * ring, slices of 512 KiB to 8 MiB measured no faster than whole blocks (docs/distributed.md); blocks are cut
+     * only above this size, where one slice in flight while the next is copied pays off on more cores.
+     */
+    static final long SLICE_BYTES = 8 << 20;
+
+    private RingSlices() {
+    }
+
+    /**
+     * @param own this member's block, read only
+     * @param out P blocks of {@code own}'s size one after the other (C order): member j's lands at block j
+     * @return {@code out}
+     */
+    static CompletableFuture<INDArray> allGather(Exchange<?> ex, INDArray own, INDArray out, int phase,
+                                                 long sliceBytes) {
+        Group g = ex.group();
+        int p = g.size();
+        int i = g.index();
+        long n = own.length();
+        INDArray flat = out.reshape('c', new long[] {out.length()});
+        if (n > 0) {
+            block(flat, i, n).assign(own.reshape('c', new long[] {n}));
+        }
+        if (p == 1) {
+            return CompletableFuture.completedFuture(out);
+        }
+        int k = sliceCount(n, own.dataType().width(), sliceBytes);
+        List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
+        for (int s = 0; s < p - 1; s++) {
+            INDArray block = block(flat, Math.floorMod(i - s - 1, p), n);
+            List<CompletableFuture<INDArray>> step = new ArrayList<>();
+            for (int j = 0; j < k; j++) {
+                step.add(ex.receiveInto(g.previous(), phase, slice(block, n, k, j)));
+            }
+            received.add(step);
+        }
+        INDArray mine = block(flat, i, n);
+        for (int j = 0; j < k; j++) {
+            ex.send(g.next(), phase, slice(mine, n, k, j));
+        }
+        CompletableFuture<Void> forwarded = CompletableFuture.completedFuture(null);
+        for (int s = 0; s < p - 2; s++) {
+            for (int j = 0; j < k; j++) {
+                forwarded = forwarded.thenCombine(received.get(s).get(j), (v, slice) -> {
+                    ex.send(g.next(), phase, slice);
+                    return null;
+                });
+            }
+        }
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        received.forEach(all::addAll);
+        all.add(forwarded);
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])).thenApply(v -> out);
+    }
+
+    /**
+     * @param array this member's contribution, P blocks one after the other (C order); read only
+     * @param out   where the sum of block {@code i} over the members goes, the size of one block
+     * @return {@code out}
+     */
+    static CompletableFuture<INDArray> reduceScatter(Exchange<?> ex, INDArray array, INDArray out, int phase,
+                                                     long sliceBytes) {
+        Group g = ex.group();
+        int p = g.size();
+        int i = g.index();
+        long n = out.length();
+        INDArray flat = array.reshape('c', new long[] {array.length()});
+        INDArray result = out.reshape('c', new long[] {n});
+        if (p == 1) {
+            result.assign(flat);
+            return CompletableFuture.completedFuture(out);
+        }
+        int k = sliceCount(n, out.dataType().width(), sliceBytes);
+        // Partial sums of the middle steps land in scratch blocks; the last step's in the output itself.
+        INDArray[] partial = new INDArray[p - 1];
+        for (int s = 0; s < p - 2; s++) {
+            partial[s] = Nd4j.createUninitialized(out.dataType(), n);
+        }
+        partial[p - 2] = result;
+        List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
+        for (int s = 0; s < p - 1; s++) {
+            List<CompletableFuture<INDArray>> step = new ArrayList<>();
+            for (int j = 0; j < k; j++) {
+                step.add(ex.receiveInto(g.previous(), phase, slice(partial[s], n, k, j)));
+            }
+            received.add(step);
+        }
+        INDArray first = block(flat, Math.floorMod(i - 1, p), n);
+        for (int j = 0; j < k; j++) {
+            ex.send(g.next(), phase, slice(first, n, k, j));
+        }
+        CompletableFuture<Void> forwarded = CompletableFuture.completedFuture(null);
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        for (int s = 0; s < p - 1; s++) {
+            INDArray local = block(flat, Math.floorMod(i - s - 2, p), n);
+            for (int j = 0; j < k; j++) {
+                INDArray share = slice(local, n, k, j);
+                CompletableFuture<INDArray> summed = received.get(s).get(j).thenApply(x -> n == 0 ? x : x.addi(share));
+                if (s < p - 2) {
+                    forwarded = forwarded.thenCombine(summed, (v, x) -> {
+                        ex.send(g.next(), phase, x);
+                        return null;
+                    });
+                } else {
+                    all.add(summed);
+                }
+            }
+        }
+        all.add(forwarded);
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])).thenApply(v -> {
+            ex.closeAfterSends(List.of(partial).subList(0, p - 2));
+            return out;
+        });
+    }
+
+    /** Slices of a block of {@code n} elements of {@code width} bytes: at most {@code sliceBytes} each, at least one. */
+    static int sliceCount(long n, int width, long sliceBytes) {
+        long bytes = n * width;
+        return (int) Math.max(1, Math.min(n, (bytes + sliceBytes - 1) / sliceBytes));
+    }
+
+    private static INDArray block(INDArray flat, int index, long n) {
+        return n == 0 ? Nd4j.create(flat.dataType(), 0) : flat.get(NDArrayIndex.interval(index * n, (index + 1) * n));
+    }
+
+    private static INDArray slice(INDArray block, long n, int k, int j) {
+        long from = Reduction.partStart(n, k, j);
+        long to = Reduction.partStart(n, k, j + 1);
+        return to == from ? Nd4j.create(block.dataType(), 0) : block.get(NDArrayIndex.interval(from, to));
+    }
+}
