@@ -41,17 +41,23 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * {@link Transport} over Aeron UDP unicast, between processes on one host or many. Each rank subscribes on its
- * own endpoint and keeps one exclusive publication to every other rank; one sender thread ({@link SenderAgent})
- * offers, one receiver thread ({@link ReceiverAgent}) polls, and by default an embedded media driver (shared
- * threading mode, directory under {@code /dev/shm} named after job, rank and process, deleted on close) moves
- * the bytes. With {@link AeronTransportContext#aeronDirectory()} set it uses that external driver instead.
+ * {@link Transport} over Aeron, between processes on one host or many: Aeron IPC (shared-memory logs) to the
+ * ranks on this rank's host, through one media driver per job and host ({@link HostDriver}: the first rank
+ * there launches it, on its own thread, in a directory under {@code /dev/shm} named after the job and host), and
+ * UDP unicast to the others. Each rank subscribes on its own UDP endpoint (and its IPC stream) and keeps one
+ * exclusive publication to every other rank. One progress thread runs the Aeron client's conductor, the
+ * {@link SenderAgent} (offers), the {@link ReceiverAgent} (polls) and, for a rank alone on its host, its own
+ * embedded driver in invoker mode, in one duty cycle ({@link ProgressIdleStrategy}); a send on an idle link is
+ * offered on the caller's thread. With {@link AeronTransportContext#aeronDirectory()} set it uses that external
+ * driver instead.
  *
  * <p>Wire format: {@link MessageDescriptor}. A connection delivers data only after a HELLO carrying the job
  * token's digest; anything from another job, an unknown rank or a connection without HELLO is dropped and
  * counted ({@link #droppedMessages()}). Data leaves for a peer only once that peer acknowledged this transport's
- * HELLO, so transports opened one after another on the same endpoints lose nothing to each other. Every chunk carries a CRC32C; a damaged message fails the receive that
- * would have returned it ({@link CorruptMessageException}).
+ * HELLO, so transports opened one after another on the same endpoints lose nothing to each other. Every chunk
+ * over UDP carries a CRC32C of header and payload (over IPC of the header, and of the payload too with
+ * {@link AeronTransportContext#ipcChecksums()}); a damaged message fails the receive that would have returned it
+ * ({@link CorruptMessageException}).
  *
  * <p>Failure detection: a peer that says goodbye (closes), whose connection goes away (Aeron's image
  * unavailable), that stays silent (no message or heartbeat) for the timeout, or to which queued data makes no
@@ -93,7 +99,7 @@ public final class AeronTransport implements Transport {
 
     /**
      * Starts the transport: the embedded driver (unless an external one is configured), the subscription on this
-     * rank's endpoint, a publication to every other rank, and the sender and receiver threads. Does not wait for
+     * rank's endpoint, a publication to every other rank, and the progress thread. Does not wait for
      * peers: sends wait for their peer's connection, up to the timeout.
      *
      * @throws TransportException if Aeron cannot start, e.g. the endpoint's port is taken or no driver runs in
@@ -352,6 +358,13 @@ public final class AeronTransport implements Transport {
         INDArray source = ArrayBytes.contiguous(array);
         SenderAgent.Outgoing m = new SenderAgent.Outgoing(peer, tag, source, ArrayBytes.bytes(source),
                 MessageDescriptor.dtypeCode(source.dataType()), source.shape());
+        if (sender.trySendInline(m)) {
+            // Copied into the log on this thread, beside the progress thread's work (or queued part way).
+            if (!m.future.isDone()) {
+                wakeProgress();
+            }
+            return m.future;
+        }
         sender.enqueue(m);
         if (closed.get()) {
             // Close may have drained the queue before this send reached it.
@@ -463,7 +476,7 @@ public final class AeronTransport implements Transport {
         sender.ignoreAcknowledgements = true;
     }
 
-    /** Stops the receiver thread's polling for {@code d}, so senders meet back pressure (test hook). */
+    /** Stops the receiver's polling for {@code d}, so senders meet back pressure (test hook). */
     void stallReceiver(Duration d) {
         receiver.stallUntil(System.nanoTime() + d.toNanos());
     }
@@ -499,7 +512,7 @@ public final class AeronTransport implements Transport {
         return n;
     }
 
-    /** A valid HELLO came from {@code peer} (see {@link SenderAgent#helloFrom}); receiver thread. */
+    /** A valid HELLO came from {@code peer} (see {@link SenderAgent#helloFrom}); progress thread. */
     void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
         sender.helloFrom(peer, peerIncarnation, acknowledges, wantsAck);
         wakeProgress();

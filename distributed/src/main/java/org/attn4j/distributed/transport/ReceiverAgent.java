@@ -22,10 +22,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The duty cycle of an {@link AeronTransport}'s receiver thread: polls the subscription, admits a connection
- * (an Aeron image, one per sending peer) only after a valid HELLO (which it reports to the sender thread, for
- * the acknowledgements of {@link MessageDescriptor}), copies DATA chunks straight from the term
- * buffer into a freshly allocated array, checks every chunk's CRC32C, and hands complete arrays to the mailbox.
+ * The receiving side of an {@link AeronTransport}, run by its progress thread: polls the subscriptions (UDP, and
+ * IPC for same-host peers), admits a connection (an Aeron image, one per sending peer) only after a valid HELLO
+ * (which it reports to the sender, for the acknowledgements of {@link MessageDescriptor}), copies DATA chunks
+ * straight from the term buffer into the array a waiting receive gave ({@link Mailbox#claim}) or else a new one,
+ * checks every chunk's CRC32C, and hands complete arrays to the mailbox.
  * It also declares peers failed when they stay silent for the timeout.
  *
  * <p>Fragments are handled one by one instead of through Aeron's {@code FragmentAssembler}: the assembler

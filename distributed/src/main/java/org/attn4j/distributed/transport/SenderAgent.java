@@ -8,10 +8,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.zip.CRC32C;
 
 import io.aeron.ExclusivePublication;
@@ -21,8 +23,9 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * The duty cycle of an {@link AeronTransport}'s sender thread: it alone offers to the publications, so that
- * {@code send} never blocks. Per peer it waits for the connection, sends the HELLO (again every
+ * The sending side of an {@link AeronTransport}, run by its progress thread: it offers what is queued, and a
+ * caller may offer on an idle link itself ({@link #trySendInline}); a lock per link keeps one thread on a
+ * publication at a time, and the order of the sends to a peer is kept. Per peer it waits for the connection, sends the HELLO (again every
  * {@value #HELLO_RETRY_MS} ms until the peer acknowledges it, see {@link MessageDescriptor}), then the queued
  * arrays chunk by chunk (a few chunks per peer per cycle, so one slow peer does not hold up the others), and a
  * heartbeat whenever the link has been quiet for a heartbeat interval. It answers every HELLO that asks for an
@@ -66,7 +69,7 @@ final class SenderAgent implements Agent {
         }
     }
 
-    /** The sender-side state of the link to one peer; touched by the sender thread only. */
+    /** The sender-side state of the link to one peer; touched under its {@link PeerLink#lock}. */
     private final class PeerLink {
         final int peer;
         final ExclusivePublication publication;
@@ -87,6 +90,15 @@ final class SenderAgent implements Agent {
         long waitingSinceNs;
         long nextSequence;
         volatile boolean corruptNextChunk;
+        /**
+         * Held by whoever offers to the publication: the progress thread servicing the link, or a caller sending
+         * inline ({@link #trySendInline}).
+         */
+        final ReentrantLock lock = new ReentrantLock();
+        /** Sends to this peer queued (in the inbox or the link's queue) and not yet fully offered or failed. */
+        final AtomicInteger pending = new AtomicInteger();
+        final CRC32C crc = new CRC32C();
+        final byte[] crcScratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
 
         PeerLink(int peer, ExclusivePublication publication) {
             this.peer = peer;
@@ -102,7 +114,7 @@ final class SenderAgent implements Agent {
     private final long jobId;
     private final byte[] helloDigest;
     private final long incarnation;
-    /** Per peer, set by the receiver thread: 1 once the peer acknowledged this transport's incarnation. */
+    /** Per peer, set by the receiver: 1 once the peer acknowledged this transport's incarnation. */
     private final AtomicIntegerArray acknowledged;
     /** Per peer, set by the receiver thread: 1 while the peer waits for this transport's acknowledgement. */
     private final AtomicIntegerArray ackDue;
@@ -112,9 +124,8 @@ final class SenderAgent implements Agent {
     private final long heartbeatNs;
     private final PeerLink[] links;
     private final Queue<Outgoing> inbox = new ConcurrentLinkedQueue<>();
-    private final CRC32C crc = new CRC32C();
-    private final byte[] crcScratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH
-            + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
+    /** A message taken from the inbox whose link was busy; offered first on the next cycle. Progress thread only. */
+    private Outgoing heldOver;
     private final CountDownLatch goodbyeDone = new CountDownLatch(1);
     private final AtomicLong refusedOffers = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
@@ -187,15 +198,71 @@ final class SenderAgent implements Agent {
         }
     }
 
-    /** Queues a send; any thread. The caller wakes the sender thread. */
+    /** Queues a send; any thread. The caller wakes the progress thread. */
     void enqueue(Outgoing m) {
+        links[m.peer].pending.incrementAndGet();
         inbox.add(m);
     }
 
-    /** Fails queued sends that the sender thread will no longer see (it has stopped); any thread. */
+    /**
+     * Offers {@code m} on the caller's thread, so that its copy into the log runs beside the progress thread's
+     * copies out of it: only when the link is up and nothing else to that peer is queued (the order of sends
+     * stays), and no other thread is offering on it. A send refused part way (back pressure) is queued, at the
+     * head, for the progress thread to finish. Any thread.
+     *
+     * @return whether {@code m} was taken (sent, queued part way, or failed); false: queue it as usual
+     */
+    boolean trySendInline(Outgoing m) {
+        PeerLink link = links[m.peer];
+        boolean up = acknowledged.get(m.peer) == 1 || ignoreAcknowledgements;
+        if (link == null || !up || goodbyeRequested || link.pending.get() != 0
+                || transport.peerFailure(m.peer) != null || !link.lock.tryLock()) {
+            return false;
+        }
+        try {
+            if (!link.helloSent || link.pending.get() != 0) {
+                return false;
+            }
+            m.sequence = link.nextSequence++;
+            m.chunkCount = chunkCount(link, m);
+            long now = System.nanoTime();
+            while (m.nextChunk < m.chunkCount) {
+                long result = offerChunk(link, m);
+                if (result > 0) {
+                    m.nextChunk++;
+                    link.lastSentNs = now;
+                } else if (retryable(result)) {
+                    refusedOffers.incrementAndGet();
+                    if (result == Publication.BACK_PRESSURED) {
+                        backPressured.incrementAndGet();
+                    }
+                    link.pending.incrementAndGet();
+                    link.waitingSinceNs = now;
+                    link.queue.addFirst(m);
+                    return true;
+                } else {
+                    link.pending.incrementAndGet();
+                    link.queue.addFirst(m);
+                    failLink(link, result, m.tag);
+                    return true;
+                }
+            }
+            m.future.complete(null);
+            return true;
+        } finally {
+            link.lock.unlock();
+        }
+    }
+
+    private static int chunkCount(PeerLink link, Outgoing m) {
+        return Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
+    }
+
+    /** Fails queued sends that the progress thread will no longer see (it has stopped); any thread. */
     void failUnsent(String reason) {
         Outgoing m;
         while ((m = inbox.poll()) != null) {
+            links[m.peer].pending.decrementAndGet();
             fail(m, closed(m, reason));
         }
     }
@@ -234,8 +301,12 @@ final class SenderAgent implements Agent {
         int work = drainInbox(now);
         for (int i = 0; i < links.length; i++) {
             PeerLink link = links[(cursor + i) % links.length];
-            if (link != null) {
-                work += service(link, now);
+            if (link != null && link.lock.tryLock()) {             // else a caller is sending on it inline
+                try {
+                    work += service(link, now);
+                } finally {
+                    link.lock.unlock();
+                }
             }
         }
         cursor = (cursor + 1) % links.length;
@@ -245,25 +316,48 @@ final class SenderAgent implements Agent {
     @Override
     public void onClose() {
         failUnsent("closed");
+        failHeldOver("closed");
         for (PeerLink link : links) {
             if (link != null) {
-                failQueue(link, m -> closed(m, "closed"));
+                link.lock.lock();
+                try {
+                    failQueue(link, m -> closed(m, "closed"));
+                } finally {
+                    link.lock.unlock();
+                }
             }
         }
         goodbyeDone.countDown();
     }
 
+    private void failHeldOver(String reason) {
+        if (heldOver != null) {
+            links[heldOver.peer].pending.decrementAndGet();
+            fail(heldOver, closed(heldOver, reason));
+            heldOver = null;
+        }
+    }
+
     private int drainInbox(long now) {
         int work = 0;
         Outgoing m;
-        while ((m = inbox.poll()) != null) {
+        while ((m = heldOver != null ? heldOver : inbox.poll()) != null) {
             PeerLink link = links[m.peer];
-            if (link.queue.isEmpty()) {
-                link.waitingSinceNs = now;
+            if (!link.lock.tryLock()) {
+                heldOver = m;                                   // a caller is sending on it: next cycle
+                return work;
             }
-            m.sequence = link.nextSequence++;
-            m.chunkCount = Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
-            link.queue.add(m);
+            heldOver = null;
+            try {
+                if (link.queue.isEmpty()) {
+                    link.waitingSinceNs = now;
+                }
+                m.sequence = link.nextSequence++;
+                m.chunkCount = chunkCount(link, m);
+                link.queue.add(m);
+            } finally {
+                link.lock.unlock();
+            }
             work++;
         }
         return work;
@@ -313,6 +407,7 @@ final class SenderAgent implements Agent {
                 work++;
                 if (++m.nextChunk == m.chunkCount) {
                     link.queue.poll();
+                    link.pending.decrementAndGet();
                     TransportThreads.completer().execute(() -> m.future.complete(null));
                 }
             } else if (retryable(result)) {
@@ -356,11 +451,11 @@ final class SenderAgent implements Agent {
             if (!link.checksummed) {
                 MessageDescriptor.putFlags(link.header, MessageDescriptor.PAYLOAD_UNCHECKED);
             }
-            MessageDescriptor.checksumHeader(crc, link.header.byteArray(), m.shape.length);
+            MessageDescriptor.checksumHeader(link.crc, link.header.byteArray(), m.shape.length);
             if (link.checksummed) {
-                crc.update(chunk);
+                link.crc.update(chunk);
             }
-            int checksum = (int) crc.getValue();
+            int checksum = (int) link.crc.getValue();
             if (link.corruptNextChunk) {
                 link.corruptNextChunk = false;
                 if (m.chunkLength > 0) {
@@ -395,10 +490,10 @@ final class SenderAgent implements Agent {
             MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize(),
                     waiting ? MessageDescriptor.HELLO_WANTS_ACK : 0, incarnation, peerIncarnations.get(link.peer));
         }
-        link.control.getBytes(0, crcScratch, 0, headerLength + payloadLength);
-        MessageDescriptor.checksumHeader(crc, crcScratch, 0);
-        crc.update(crcScratch, headerLength, payloadLength);
-        MessageDescriptor.putChecksum(link.control, (int) crc.getValue());
+        link.control.getBytes(0, link.crcScratch, 0, headerLength + payloadLength);
+        MessageDescriptor.checksumHeader(link.crc, link.crcScratch, 0);
+        link.crc.update(link.crcScratch, headerLength, payloadLength);
+        MessageDescriptor.putChecksum(link.control, (int) link.crc.getValue());
         return link.publication.offer(link.control, 0, headerLength + payloadLength);
     }
 
@@ -408,6 +503,7 @@ final class SenderAgent implements Agent {
             return;
         }
         Outgoing head = link.queue.poll();
+        link.pending.decrementAndGet();
         Duration waited = Duration.ofNanos(now - link.waitingSinceNs);
         String why = !link.publication.isConnected() ? "peer not connected"
                 : acknowledged.get(link.peer) == 0 ? "peer did not acknowledge this transport's HELLO" : "back pressure";
@@ -427,6 +523,7 @@ final class SenderAgent implements Agent {
         }
         Outgoing head = link.queue.poll();
         if (head != null) {
+            link.pending.decrementAndGet();
             fail(head, e);
         }
         transport.failPeer(link.peer, e.getMessage());
@@ -436,9 +533,15 @@ final class SenderAgent implements Agent {
         if (goodbyeDeadlineNs == 0) {
             goodbyeDeadlineNs = now + Math.min(timeoutNs, Duration.ofSeconds(1).toNanos());
             failUnsent("closed");
+            failHeldOver("closed");
             for (PeerLink link : links) {
                 if (link != null) {
-                    failQueue(link, m -> closed(m, "closed"));
+                    link.lock.lock();
+                    try {
+                        failQueue(link, m -> closed(m, "closed"));
+                    } finally {
+                        link.lock.unlock();
+                    }
                 }
             }
         }
@@ -447,14 +550,19 @@ final class SenderAgent implements Agent {
             if (link == null || !link.helloSent || transport.peerFailure(link.peer) != null) {
                 continue;
             }
-            if (!link.goodbyeSent) {
-                long result = offerControl(link, MessageDescriptor.GOODBYE);
-                if (result > 0) {
-                    link.goodbyeSent = true;
-                    link.goodbyePosition = result;
-                } else {
-                    pending |= retryable(result);
+            link.lock.lock();
+            try {
+                if (!link.goodbyeSent) {
+                    long result = offerControl(link, MessageDescriptor.GOODBYE);
+                    if (result > 0) {
+                        link.goodbyeSent = true;
+                        link.goodbyePosition = result;
+                    } else {
+                        pending |= retryable(result);
+                    }
                 }
+            } finally {
+                link.lock.unlock();
             }
             if (link.goodbyeSent && transport.senderPosition(link.publication) < link.goodbyePosition) {
                 pending = true;
@@ -473,6 +581,7 @@ final class SenderAgent implements Agent {
     private void failQueue(PeerLink link, FailureFactory factory) {
         Outgoing m;
         while ((m = link.queue.poll()) != null) {
+            link.pending.decrementAndGet();
             fail(m, factory.failure(m));
         }
     }

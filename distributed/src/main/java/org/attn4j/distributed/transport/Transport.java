@@ -6,8 +6,9 @@ import java.util.concurrent.CompletableFuture;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
- * Point-to-point exchange of ND4J arrays between the ranks of one job. Non-blocking: both calls return at
- * once with a future. Messages between one (sender, receiver, tag) are delivered in the order sent; a rank
+ * Point-to-point exchange of ND4J arrays between the ranks of one job. Neither call waits for the peer: a
+ * receive returns at once with a future, a send once its bytes are copied out or queued (a transport may copy
+ * them on the caller's thread, never waiting on the network to do so). Messages between one (sender, receiver, tag) are delivered in the order sent; a rank
  * may send to itself (delivered locally, not counted in {@link #traffic()}). Arrays of any shape (including
  * zero length and rank 0) travel with their type and shape; FLOAT and DOUBLE are the types the algorithms use,
  * HALF, BFLOAT16, INT and LONG are carried too.
