@@ -188,6 +188,41 @@ class AeronTransportTest {
 
     @Test
     @Timeout(10)
+    void readsTheTransportSettingsAndTellsWhichPeersShareTheHost() {
+        Map<String, String> env = new HashMap<>();
+        env.put(WorkerEnvironment.RANK, "1");
+        env.put(WorkerEnvironment.WORLD_SIZE, "4");
+        env.put(WorkerEnvironment.PEERS, "127.0.0.1:40001,127.0.0.2:40002,10.0.0.7:40003,10.0.0.8:40004");
+        env.put(WorkerEnvironment.JOB_TOKEN, "secret-token-of-the-test-job");
+        AeronTransportContext c = AeronTransportContext.fromEnvironment(env);
+        assertTrue(c.sameHostIpc() && !c.ipcChecksums());
+        assertTrue(c.ipcPeer(0), "every loopback address is this host");
+        assertFalse(c.ipcPeer(1), "not itself");
+        assertFalse(c.ipcPeer(2) || c.ipcPeer(3), "other hosts go over UDP");
+        assertEquals(2, c.localRanks());
+        env.put(AeronTransportContext.ENV_IPC, "0");
+        env.put(AeronTransportContext.ENV_IPC_CHECKSUMS, "1");
+        env.put(AeronTransportContext.ENV_IDLE, "PARK");
+        AeronTransportContext d = AeronTransportContext.fromEnvironment(env);
+        assertFalse(d.ipcPeer(0));
+        assertTrue(d.ipcChecksums());
+        assertEquals(AeronTransportContext.ProgressIdle.PARK, d.progressIdle());
+        env.put(AeronTransportContext.ENV_IDLE, "busy");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> AeronTransportContext.fromEnvironment(env));
+        assertEquals("ATTN4J_TRANSPORT_IDLE: expected spin, yield or park, got 'busy'", e.getMessage());
+        env.remove(AeronTransportContext.ENV_IDLE);
+        env.put(AeronTransportContext.ENV_IPC, "yes");
+        e = assertThrows(IllegalArgumentException.class, () -> AeronTransportContext.fromEnvironment(env));
+        assertEquals("ATTN4J_TRANSPORT_IPC: expected 1 or 0, got 'yes'", e.getMessage());
+        // The waiting default follows the cores each rank on the host gets.
+        assertEquals(AeronTransportContext.ProgressIdle.SPIN, AeronTransportContext.ProgressIdle.defaultFor(8, 4));
+        assertEquals(AeronTransportContext.ProgressIdle.YIELD, AeronTransportContext.ProgressIdle.defaultFor(2, 2));
+        assertEquals(AeronTransportContext.ProgressIdle.PARK, AeronTransportContext.ProgressIdle.defaultFor(2, 4));
+    }
+
+    @Test
+    @Timeout(10)
     void readsTheLaunchersEnvironment() {
         Map<String, String> env = new HashMap<>();
         env.put(WorkerEnvironment.RANK, "2");
