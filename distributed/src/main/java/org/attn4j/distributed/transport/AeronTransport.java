@@ -476,6 +476,13 @@ public final class AeronTransport implements Transport {
         sender.ignoreAcknowledgements = true;
     }
 
+    /** Sends and receives nothing for {@code d}, heartbeats included, as a hung process would (test hook). */
+    void silence(Duration d) {
+        long until = System.nanoTime() + d.toNanos();
+        sender.silenceUntil(until);
+        receiver.stallUntil(until);
+    }
+
     /** Stops the receiver's polling for {@code d}, so senders meet back pressure (test hook). */
     void stallReceiver(Duration d) {
         receiver.stallUntil(System.nanoTime() + d.toNanos());

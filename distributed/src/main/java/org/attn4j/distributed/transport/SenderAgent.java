@@ -130,6 +130,7 @@ final class SenderAgent implements Agent {
     private final AtomicLong refusedOffers = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
     private volatile boolean goodbyeRequested;
+    private volatile long silentUntilNs;
     /** Test hook: send data after the HELLO without waiting for its acknowledgement, as a rogue sender would. */
     volatile boolean ignoreAcknowledgements;
     private long goodbyeDeadlineNs;
@@ -215,7 +216,7 @@ final class SenderAgent implements Agent {
     boolean trySendInline(Outgoing m) {
         PeerLink link = links[m.peer];
         boolean up = acknowledged.get(m.peer) == 1 || ignoreAcknowledgements;
-        if (link == null || !up || goodbyeRequested || link.pending.get() != 0
+        if (link == null || !up || goodbyeRequested || System.nanoTime() - silentUntilNs < 0 || link.pending.get() != 0
                 || transport.peerFailure(m.peer) != null || !link.lock.tryLock()) {
             return false;
         }
@@ -292,9 +293,17 @@ final class SenderAgent implements Agent {
         goodbyeDone.await(wait.toNanos(), TimeUnit.NANOSECONDS);
     }
 
+    /** Sends nothing, heartbeats included, until {@code untilNs} (test hook for a silent peer). */
+    void silenceUntil(long untilNs) {
+        silentUntilNs = untilNs;
+    }
+
     @Override
     public int doWork() {
         long now = System.nanoTime();
+        if (now - silentUntilNs < 0) {
+            return 0;
+        }
         if (goodbyeRequested) {
             return sayGoodbye(now);
         }

@@ -164,6 +164,33 @@ class AeronTransportTest {
     @ParameterizedTest
     @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP"})
     @Timeout(30)
+    void failsASilentPeerWithinTheTimeout(Kind kind) throws Exception {
+        Duration timeout = Duration.ofMillis(1500);
+        try (TestCluster c = TestCluster.start(kind, 2, timeout)) {
+            c.rank(1).send(0, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
+            get(c.rank(0).receive(1, 1));
+            Duration silence = Duration.ofMillis(8000);
+            c.aeron(1).silence(silence);                  // alive, connected, but no message and no heartbeat
+            long start = System.nanoTime();
+            Throwable t = failure(c.rank(0).receive(1, 2));
+            long waitedMs = (System.nanoTime() - start) / 1_000_000;
+            assertTrue(t instanceof PeerFailedException || t instanceof PeerTimeoutException, t.toString());
+            assertTrue(waitedMs < silence.toMillis(), "failed after " + waitedMs + " ms, with a timeout of "
+                    + timeout.toMillis() + " ms and a peer silent for " + silence.toMillis());
+            // The receive may time out just before the liveness check fails the peer: give the check a moment.
+            long deadline = System.nanoTime() + 3_000_000_000L;
+            while (c.aeron(0).peerFailure(1) == null && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertTrue(c.aeron(0).peerFailure(1) != null && c.aeron(0).peerFailure(1).contains("silent"),
+                    "rank 1 is failed for its silence: " + c.aeron(0).peerFailure(1));
+            assertTrue(System.nanoTime() - start < silence.toNanos(), "detected before the silence ended");
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP"})
+    @Timeout(30)
     void failsASendStuckBehindBackPressureWithinTheTimeout(Kind kind) throws Exception {
         Duration timeout = Duration.ofMillis(1500);
         try (TestCluster c = TestCluster.start(kind, 2, timeout)) {
