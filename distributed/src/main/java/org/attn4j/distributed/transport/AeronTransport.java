@@ -222,6 +222,9 @@ public final class AeronTransport implements Transport {
         rankLockFile = file;
     }
 
+    /** How long a process that runs its host's driver waits at exit for the other ranks there to leave. */
+    private static final Duration HOST_DRIVER_EXIT_WAIT = Duration.ofSeconds(2);
+
     /** The MTU of IPC publications: Aeron's largest. */
     private static final int IPC_MTU = 65504;
 
@@ -252,7 +255,10 @@ public final class AeronTransport implements Transport {
                 .warnIfDirectoryExists(false)
                 .errorHandler(e -> LOG.warn("rank {}: media driver error", context.rank(), e));
         if (mode == ThreadingMode.SHARED) {
-            c.sharedIdleStrategy(AdaptiveIdleStrategy.forDriver(maxParkNs));
+            // Daemon: a host driver outlives its launching transport while other ranks use it, and must not keep
+            // the JVM from exiting (a shutdown hook closes it).
+            c.sharedIdleStrategy(AdaptiveIdleStrategy.forDriver(maxParkNs))
+                    .sharedThreadFactory(TransportThreads.daemon("attn4j-host-driver"));
         }
         return c;
     }
@@ -506,7 +512,7 @@ public final class AeronTransport implements Transport {
             rankLock = null;
         }
         if (hostDriver != null) {
-            hostDriver.release(Duration.ofMillis(Math.min(context.timeout().toMillis(), 2000)));
+            hostDriver.release(HOST_DRIVER_EXIT_WAIT);
             hostDriver = null;
         }
     }

@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
@@ -27,9 +28,8 @@ import org.slf4j.LoggerFactory;
  * The one media driver of a job on a host, shared by every rank there (the transports of this JVM and of other
  * processes): same-host peers exchange messages through its shared-memory IPC logs. Its directory is named after
  * the job and the host; the first process to get there launches it (a lock file beside the directory decides),
- * the others connect to it. Within a JVM it is counted: the last transport to release it closes it, after waiting
- * (briefly) for the other processes' clients to leave, so that a rank finishing first does not pull the driver
- * from under peers still saying goodbye.
+ * the others connect to it. Within a JVM it is counted; once the launching process no longer uses it, it stays up
+ * for the other processes' ranks and closes when none of them is connected ({@link #release}).
  */
 final class HostDriver {
 
@@ -44,6 +44,9 @@ final class HostDriver {
     /** The driver this process launched, or null when another process runs it. */
     private final MediaDriver driver;
     private int users;
+    private Thread watcher;
+    private Thread exitHook;
+    private boolean closed;
 
     private HostDriver(String directory, MediaDriver driver) {
         this.directory = directory;
@@ -92,34 +95,100 @@ final class HostDriver {
     }
 
     /**
-     * Gives up one use. The last use of an owned driver waits until no other process's client is connected (at
-     * most {@code wait}) and closes it, deleting its directory.
+     * Gives up one use. When this process launched the driver and no transport of it uses the driver any more,
+     * the driver keeps running for the other processes' ranks and a watcher closes it (deleting its directory)
+     * once none of them is connected either; a transport opened here in the meantime takes it up again. A rank
+     * that finishes early thus never pulls the driver from under the others, and never waits for them either.
+     * At the process's exit a driver still in use waits (at most {@code exitWait}) for the others to leave.
      */
-    void release(Duration wait) {
+    void release(Duration exitWait) {
         synchronized (HostDriver.class) {
             if (--users > 0) {
                 return;
             }
-            OPEN.remove(directory);
-        }
-        if (driver == null) {
-            return;
-        }
-        long deadline = System.nanoTime() + wait.toNanos();
-        CountersReader counters = driver.context().countersManager();
-        while (clients(counters) > 0 && System.nanoTime() - deadline < 0) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
+            if (driver == null) {
+                OPEN.remove(directory);
+                return;
+            }
+            if (watcher != null) {
+                return;
+            }
+            watcher = new Thread(this::closeWhenUnused, "attn4j-host-driver-watch");
+            watcher.setDaemon(true);
+            watcher.start();
+            if (exitHook == null) {
+                exitHook = new Thread(() -> closeAtExit(exitWait), "attn4j-host-driver-exit");
+                Runtime.getRuntime().addShutdownHook(exitHook);
             }
         }
+    }
+
+    /** Closes the driver once neither this process nor any other uses it; stops if this process takes it up again. */
+    private void closeWhenUnused() {
+        CountersReader counters = driver.context().countersManager();
+        while (true) {
+            synchronized (HostDriver.class) {
+                if (users > 0 || closed) {
+                    watcher = null;
+                    return;
+                }
+                if (clients(counters) == 0) {
+                    OPEN.remove(directory);
+                    watcher = null;
+                    close();
+                    return;
+                }
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    private void closeAtExit(Duration wait) {
+        long deadline = System.nanoTime() + wait.toNanos();
+        while (true) {
+            synchronized (HostDriver.class) {
+                // Read under the lock: the watcher may close the driver, unmapping its counters, meanwhile.
+                if (closed) {
+                    return;
+                }
+                if (clients(driver.context().countersManager()) == 0 || System.nanoTime() - deadline >= 0) {
+                    close();
+                    return;
+                }
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                synchronized (HostDriver.class) {
+                    close();
+                }
+                return;
+            }
+        }
+    }
+
+    /** Closes the driver (deleting its directory) and its lock file; under the class lock. */
+    private void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
         CloseHelper.quietClose(driver);
         try {
             Files.deleteIfExists(new File(directory + ".lock").toPath());
         } catch (IOException e) {
             LOG.debug("could not delete {}.lock", directory, e);
+        }
+        if (exitHook != null && Thread.currentThread() != exitHook) {
+            try {
+                Runtime.getRuntime().removeShutdownHook(exitHook);
+            } catch (IllegalStateException e) {
+                // the JVM is exiting already
+            }
         }
     }
 

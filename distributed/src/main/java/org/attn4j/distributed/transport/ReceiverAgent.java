@@ -428,8 +428,8 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     private void finishMessage(Session s) {
         if (s.damage == null) {
             if (s.claimed != null) {
+                direct.incrementAndGet();                     // before the receive can complete and be seen
                 mailbox.finishClaimed(s.claimed, null);
-                direct.incrementAndGet();
             } else {
                 mailbox.deliver(s.peer, s.tag, s.array);
             }
