@@ -4,14 +4,17 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
+import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -58,7 +61,7 @@ final class Mailbox {
     /** Receives waiting, written under the lock. */
     private volatile int waiters;
     /** Receives whose message is being written into the caller's array ({@link #claim}). */
-    private final java.util.Set<Waiter> claimed = new java.util.HashSet<>();
+    private final Set<Waiter> claimed = new HashSet<>();
 
     /**
      * @param rank      the owning rank, for messages
@@ -212,7 +215,7 @@ final class Mailbox {
      * message goes into a new array and is copied over on delivery). The receive no longer times out: the
      * message is under way, and a peer that stops mid-message is failed by the liveness check.
      */
-    Waiter claim(int peer, int tag, org.nd4j.linalg.api.buffer.DataType type, long length) {
+    Waiter claim(int peer, int tag, DataType type, long length) {
         synchronized (this) {
             ArrayDeque<Waiter> queue = waiting.get(key(peer, tag));
             Waiter w = queue == null ? null : queue.peek();
