@@ -55,6 +55,29 @@ class TransportBenchCommandTest {
     }
 
     @Test
+    void runsTheRingsAcrossNetworkNamespacesBesideIperf3() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(
+                org.attn4j.distributed.launch.NamespaceCluster.unavailable().isEmpty(),
+                "network namespaces need root and the ip tool");
+        CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "4k", "--ring-min-size", "64k",
+                "--ring-max-size", "64k", "--ring-workers", "2", "--repeats", "2", "--warm-up", "0.2",
+                "--namespaces", "2", "--heap", "512m", "--out", tmp.toString());
+        assertEquals(0, run.exitCode(), run.err() + run.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
+        String all = String.join("\n", csv);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-udp,ns-allgather,2,65536,")), all);
+        assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-udp,ns-reducescatter,2,65536,")), all);
+        String md = Files.readString(tmp.resolve("benchmarks.md"));
+        assertTrue(md.contains("Across 2 network namespaces on a bridge"), md);
+        if (Files.isExecutable(Path.of("/usr/bin/iperf3"))) {
+            assertTrue(csv.stream().anyMatch(l -> l.startsWith("iperf3,iperf3,2,0,,")), all);
+            assertTrue(md.contains("iperf3 (TCP, 3 s) from the first to the second"), md);
+        } else {
+            assertTrue(run.out().contains("iperf3 is not installed"), run.out());
+        }
+    }
+
+    @Test
     void refusesAnUnknownPathAndAMissingAnchor() {
         CliRun run = CliRun.of("bench", "transport", "--path", "tcp", "--out", tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());

@@ -17,6 +17,7 @@ import java.util.stream.Collectors;
 
 import org.attn4j.distributed.launch.LaunchResult;
 import org.attn4j.distributed.launch.LocalLauncher;
+import org.attn4j.distributed.launch.NamespaceCluster;
 import org.attn4j.distributed.transport.AeronTransportContext;
 import org.attn4j.samples.Options;
 import org.attn4j.samples.UserInputException;
@@ -49,6 +50,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     static final String PNG = "bench-transport.png";
     static final String SECTION = "transport";
     private static final long P2P_SIZE = 16L << 20;
+    /** The rendezvous port on the first namespace's address. */
+    private static final int NAMESPACE_MASTER_PORT = 29500;
 
     @Option(names = "--min-size", paramLabel = "BYTES", defaultValue = "4k",
             description = "Smallest point-to-point message (k, m suffixes; default: ${DEFAULT-VALUE}).")
@@ -90,6 +93,12 @@ public final class TransportBenchCommand implements Callable<Integer> {
             description = "Also run Open MPI's collectives from DIR/run.sh (the anchor in "
                     + "../shared/anchors/mpi-collectives) right after, and put its figures beside these.")
     Path compareMpi;
+
+    @Option(names = "--namespaces", paramLabel = "HOSTS", defaultValue = "0",
+            description = "Also run the ring collectives over UDP across HOSTS network namespaces on a bridge (one "
+                    + "worker each, no rate limit; needs root), beside iperf3's TCP throughput between two of them "
+                    + "when iperf3 is installed (default: ${DEFAULT-VALUE}: off).")
+    int namespaces;
 
     @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "2g",
             description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
@@ -140,6 +149,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (!path.equals("ipc") && !path.equals("udp")) {
             throw new UserInputException("--path must be ipc or udp, got \"" + path + "\"");
         }
+        if (namespaces == 1 || namespaces < 0 || namespaces > 16) {
+            throw new UserInputException("--namespaces must be 0 (off) or in [2, 16], got " + namespaces);
+        }
+        if (namespaces > 0 && NamespaceCluster.unavailable().isPresent()) {
+            throw new UserInputException("--namespaces builds hosts from network namespaces: "
+                    + NamespaceCluster.unavailable().get());
+        }
         if (compareMpi != null && !Files.isRegularFile(compareMpi.resolve("run.sh"))) {
             throw new UserInputException("--compare-mpi: expected a directory with run.sh (the mpi-collectives "
                     + "anchor), got " + compareMpi);
@@ -149,6 +165,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         List<Row> rows = new ArrayList<>(run(2, "p2p", sizes(min, max, 2)));
         for (int p : ringWorkers) {
             rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
+        }
+        if (namespaces > 0) {
+            rows.addAll(acrossNamespaces(sizes(ringMin, ringMax, 4)));
         }
         List<MpiRow> mpi = compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
                 spec.commandLine().getOut());
@@ -192,6 +211,74 @@ public final class TransportBenchCommand implements Callable<Integer> {
         return rows;
     }
 
+    /**
+     * The ring collectives across {@link #namespaces} network namespaces on a bridge (one worker each, UDP between
+     * them, no rate limit), as rows of kind {@code ns-allgather} / {@code ns-reducescatter}, then iperf3's TCP
+     * throughput from the first namespace to the second ({@code iperf3}, GB/s in the bandwidth column), if
+     * iperf3 is installed.
+     */
+    private List<Row> acrossNamespaces(List<Long> sizes) throws IOException, InterruptedException {
+        PrintWriter log = spec.commandLine().getOut();
+        List<Row> rows = new CopyOnWriteArrayList<>();
+        List<String> tail = new CopyOnWriteArrayList<>();
+        try (NamespaceCluster cluster = NamespaceCluster.create(namespaces, 0)) {
+            LaunchResult r = LocalLauncher.builder(namespaces, TransportBenchWorker.class.getName())
+                    .rendezvous(cluster.address(0), NAMESPACE_MASTER_PORT).prefix(cluster::prefix)
+                    .args(List.of("ring", sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
+                            Integer.toString(repeats), Double.toString(warmUp)))
+                    .heap(heap).timeout(Duration.ofMinutes(30))
+                    .output(line -> {
+                        int at = line.indexOf(TransportBenchWorker.RESULT);
+                        if (at >= 0) {
+                            Row row = Row.parse(line.substring(at + TransportBenchWorker.RESULT.length()));
+                            rows.add(new Row("ns-" + row.kind(), row.workers(), row.bytes(), row.medianUs(),
+                                    row.gbps(), row.busGbps(), row.p99Us()));
+                        }
+                    }, tail::add).build().run();
+            if (!r.succeeded()) {
+                throw new IllegalStateException("bench transport: the workers across " + namespaces
+                        + " namespaces failed (" + r + "); their stderr:\n" + String.join("\n", tail));
+            }
+            double iperf = iperf3(cluster);
+            if (Double.isNaN(iperf)) {
+                log.println("iperf3 is not installed (Debian: apt-get install iperf3): no TCP baseline");
+            } else {
+                rows.add(new Row("iperf3", 2, 0, Double.NaN, iperf, Double.NaN, Double.NaN));
+            }
+        }
+        log.flush();
+        return rows;
+    }
+
+    /** iperf3's TCP throughput, 3 s, from namespace 0 to namespace 1, GB/s; NaN without iperf3. */
+    private static double iperf3(NamespaceCluster cluster) throws IOException, InterruptedException {
+        if (!Files.isExecutable(Path.of("/usr/bin/iperf3"))) {
+            return Double.NaN;
+        }
+        List<String> server = new ArrayList<>(cluster.prefix(1));
+        server.addAll(List.of("/usr/bin/iperf3", "-s", "-1", "-B", cluster.address(1)));
+        Process s = new ProcessBuilder(server).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        try {
+            List<String> client = new ArrayList<>(cluster.prefix(0));
+            client.addAll(List.of("/usr/bin/iperf3", "-c", cluster.address(1), "-t", "3", "-J"));
+            for (int attempt = 0; attempt < 20; attempt++) {              // until the server listens
+                Process c = new ProcessBuilder(client).redirectErrorStream(true).start();
+                String json = new String(c.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                c.waitFor();
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile(
+                        "\"sum_received\"\\s*:\\s*\\{[^}]*\"bits_per_second\"\\s*:\\s*([0-9.eE+]+)").matcher(json);
+                if (c.exitValue() == 0 && m.find()) {
+                    return Double.parseDouble(m.group(1)) / 8e9;
+                }
+                Thread.sleep(100);
+            }
+            throw new IllegalStateException("bench transport: iperf3 between the namespaces gave no result");
+        } finally {
+            s.destroy();
+        }
+    }
+
     /** From {@code min} to {@code max}, growing by {@code factor}; {@code max} is always the last. */
     static List<Long> sizes(long min, long max, int factor) {
         List<Long> s = new ArrayList<>();
@@ -222,8 +309,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
     private void writeCsv(Path file, List<Row> rows, List<MpiRow> mpi) throws IOException {
         StringBuilder b = new StringBuilder("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us\n");
         for (Row r : rows) {
-            b.append(String.format(Locale.ROOT, "attn4j-%s,%s,%d,%d,%.3f,%.4f,%s,%s%n", path, r.kind(), r.workers(),
-                    r.bytes(), r.medianUs(), r.gbps(), optional(r.busGbps(), "%.4f"), optional(r.p99Us(), "%.3f")));
+            String source = r.kind().equals("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-udp" : "attn4j-"
+                    + path;
+            b.append(String.format(Locale.ROOT, "%s,%s,%d,%d,%s,%.4f,%s,%s%n", source, r.kind(), r.workers(),
+                    r.bytes(), optional(r.medianUs(), "%.3f"), r.gbps(), optional(r.busGbps(), "%.4f"),
+                    optional(r.p99Us(), "%.3f")));
         }
         for (MpiRow r : mpi) {
             b.append(String.format(Locale.ROOT, "openmpi-tcp,%s,%d,%d,%.3f,,%s,%n", r.kind(), r.workers(), r.bytes(),
@@ -331,6 +421,26 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     b.append(' ').append(mpiBus(mpi, "reducescatter", r.workers(), r.bytes())).append(" |");
                 }
                 b.append('\n');
+            }
+        }
+        if (rows.stream().anyMatch(r -> r.kind().startsWith("ns-"))) {
+            Optional<Row> iperf = rows.stream().filter(r -> r.kind().equals("iperf3")).findFirst();
+            b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, UDP "
+                    + "between them through a media driver each, veth links without a rate limit)")
+                    .append(iperf.map(r -> String.format(Locale.ROOT, "; iperf3 (TCP, 3 s) from the first to the "
+                            + "second: %.3f GB/s", r.gbps())).orElse("")).append(":\n\n")
+                    .append("| workers | size | all-gather bus bandwidth | reduce-scatter bus bandwidth |"
+                            + (iperf.isPresent() ? " all-gather / iperf3 |" : "") + "\n|---:|---:|---:|---:|"
+                            + (iperf.isPresent() ? "---:|" : "") + "\n");
+            for (Row r : rows) {
+                if (r.kind().equals("ns-allgather")) {
+                    Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("ns-reducescatter")
+                            && x.bytes() == r.bytes()).findFirst();
+                    b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s | %s |", r.workers(), size(r.bytes()),
+                            r.busGbps(), rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
+                    iperf.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
+                    b.append('\n');
+                }
             }
         }
         Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
