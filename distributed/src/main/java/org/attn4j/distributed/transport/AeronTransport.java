@@ -384,11 +384,7 @@ public final class AeronTransport implements Transport {
     @Override
     public CompletableFuture<INDArray> receive(int peer, int tag) {
         checkPeerAndTag("receive", peer, tag);
-        CompletableFuture<INDArray> f = mailbox.receive(peer, tag);
-        if (!f.isDone()) {
-            wakeProgress();
-        }
-        return f;
+        return post(mailbox.receive(peer, tag));
     }
 
     @Override
@@ -397,7 +393,11 @@ public final class AeronTransport implements Transport {
         if (into == null) {
             throw new IllegalArgumentException("AeronTransport.receive: the array to receive into is null");
         }
-        CompletableFuture<INDArray> f = mailbox.receive(peer, tag, into);
+        return post(mailbox.receive(peer, tag, into));
+    }
+
+    /** A receive still waiting wakes the progress thread, which then polls closely for its message. */
+    private CompletableFuture<INDArray> post(CompletableFuture<INDArray> f) {
         if (!f.isDone()) {
             wakeProgress();
         }

@@ -48,16 +48,13 @@ final class ArrayBytes {
      * or a reshape), otherwise a {@link #detachedCopy}.
      */
     static INDArray contiguous(INDArray array) {
-        if (array.isEmpty() || isCContiguous(array)) {
+        if (array.isEmpty() || Contiguity.isCContiguous(array)) {
             return array;
         }
         return detachedCopy(array);
     }
 
-    /** See {@link Contiguity#isCContiguous}. */
-    static boolean isCContiguous(INDArray array) {
-        return Contiguity.isCContiguous(array);
-    }
+
 
     /**
      * A C-ordered copy outside any workspace: the caller's workspace may be reset while the copy is still in

@@ -220,7 +220,7 @@ final class Mailbox {
             ArrayDeque<Waiter> queue = waiting.get(key(peer, tag));
             Waiter w = queue == null ? null : queue.peek();
             if (w == null || w.into == null || w.into.dataType() != type || w.into.length() != length
-                    || w.into.wasClosed() || !ArrayBytes.isCContiguous(w.into)) {
+                    || w.into.wasClosed() || !Contiguity.isCContiguous(w.into)) {
                 return null;
             }
             queue.poll();

@@ -29,8 +29,8 @@ class ArrayBytesTest {
         assertSame(rows, ArrayBytes.contiguous(rows));
         assertNotSame(column, ArrayBytes.contiguous(column));
         assertNotSame(block, ArrayBytes.contiguous(block));
-        assertFalse(ArrayBytes.isCContiguous(matrix.transpose()));
-        assertTrue(ArrayBytes.isCContiguous(matrix.reshape(6, 1, 10)));
+        assertFalse(Contiguity.isCContiguous(matrix.transpose()));
+        assertTrue(Contiguity.isCContiguous(matrix.reshape(6, 1, 10)));
         // The bytes of an interval are its own elements, not the start of the buffer it views.
         ByteBuffer b = ArrayBytes.bytes(ArrayBytes.contiguous(interval));
         assertEquals(20 * 4, b.remaining());

@@ -63,14 +63,7 @@ public final class TransportBenchWorker {
         double[] rtt = new double[trips];
         for (int r = -trips / 10 - 2; r < trips; r++) {           // untimed rounds first
             long t0 = System.nanoTime();
-            if (t.rank() == 0) {
-                t.send(peer, DATA, a).join();
-                t.receive(peer, DATA).join().close();
-            } else {
-                INDArray back = t.receive(peer, DATA).join();
-                t.send(peer, DATA, back).join();
-                back.close();
-            }
+            pingPong(t, peer, a);
             if (r >= 0) {
                 rtt[r] = (System.nanoTime() - t0) / 1e3;
             }
@@ -128,14 +121,7 @@ public final class TransportBenchWorker {
         boolean more = true;
         while (more) {
             if (mode.equals("p2p")) {
-                int peer = 1 - t.rank();
-                if (t.rank() == 0) {
-                    t.send(peer, DATA, a).join();
-                    t.receive(peer, DATA).join().close();
-                } else {
-                    t.receive(peer, DATA).join().close();
-                    t.send(peer, DATA, a).join();
-                }
+                pingPong(t, 1 - t.rank(), a);
             } else {
                 INDArray out = Nd4j.create(DataType.FLOAT, a.length() * world.group().size());
                 world.allGather(a, out);
@@ -147,6 +133,18 @@ public final class TransportBenchWorker {
             flag.close();
         }
         a.close();
+    }
+
+    /** One round trip: rank 0 sends {@code a} and receives it back; the other rank returns what it got. */
+    private static void pingPong(Transport t, int peer, INDArray a) {
+        if (t.rank() == 0) {
+            t.send(peer, DATA, a).join();
+            t.receive(peer, DATA).join().close();
+        } else {
+            INDArray back = t.receive(peer, DATA).join();
+            t.send(peer, DATA, back).join();
+            back.close();
+        }
     }
 
     private static void stream(Transport t, int peer, INDArray a, int messages) {
