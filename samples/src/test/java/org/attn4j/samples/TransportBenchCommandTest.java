@@ -61,7 +61,7 @@ class TransportBenchCommandTest {
                 "network namespaces need root and the ip tool");
         CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "4k", "--ring-min-size", "64k",
                 "--ring-max-size", "64k", "--ring-workers", "2", "--repeats", "2", "--warm-up", "0.2",
-                "--namespaces", "2", "--heap", "512m", "--out", tmp.toString());
+                "--namespaces", "2", "--link-mtu", "9000", "--heap", "512m", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
         String all = String.join("\n", csv);
@@ -69,9 +69,13 @@ class TransportBenchCommandTest {
         assertTrue(csv.stream().anyMatch(l -> l.startsWith("attn4j-udp,ns-reducescatter,2,65536,")), all);
         String md = Files.readString(tmp.resolve("benchmarks.md"));
         assertTrue(md.contains("Across 2 network namespaces on a bridge"), md);
+        // The workers' datagrams follow the links' jumbo frames: 9000 less the IPv4 and UDP headers, to 32 bytes.
+        assertTrue(md.contains("veth links of MTU 9000") && md.contains("UDP datagrams of up to 8960 bytes"), md);
         if (Files.isExecutable(Path.of("/usr/bin/iperf3"))) {
             assertTrue(csv.stream().anyMatch(l -> l.startsWith("iperf3,iperf3,2,0,,")), all);
-            assertTrue(md.contains("iperf3 (TCP, 3 s) from the first to the second"), md);
+            assertTrue(csv.stream().anyMatch(l -> l.startsWith("iperf3,iperf3-ring,2,0,,")), all);
+            assertTrue(md.contains("iperf3 (TCP, 3 s) from the first to the second alone"), md);
+            assertTrue(md.contains("per link with every link of the ring sending at once"), md);
         } else {
             assertTrue(run.out().contains("iperf3 is not installed"), run.out());
         }

@@ -70,15 +70,29 @@ public final class NamespaceCluster implements AutoCloseable {
      * @throws IOException naming the command that failed (everything created so far is removed)
      */
     public static NamespaceCluster create(int hosts, double rateMbit) throws IOException {
+        return create(hosts, rateMbit, 0);
+    }
+
+    /**
+     * Creates {@code hosts} namespaces on a bridge whose links (both ends of every veth pair) have an MTU of
+     * {@code linkMtu} bytes (jumbo frames, e.g. 9000), or the kernel's default (1500) when 0.
+     *
+     * @throws IOException naming the command that failed (everything created so far is removed)
+     */
+    public static NamespaceCluster create(int hosts, double rateMbit, int linkMtu) throws IOException {
         if (hosts < 1 || hosts > 200) {
             throw new IllegalArgumentException("NamespaceCluster: hosts must be in [1, 200], got " + hosts);
+        }
+        if (linkMtu != 0 && (linkMtu < 576 || linkMtu > 65535)) {
+            throw new IllegalArgumentException("NamespaceCluster: link MTU must be 0 (default) or in [576, 65535], got "
+                    + linkMtu);
         }
         String tag = Long.toString(ProcessHandle.current().pid() % 10000) + (char) ('a' + SEQUENCE.getAndIncrement()
                 % 26);
         NamespaceCluster c = new NamespaceCluster(tag, hosts);
         Runtime.getRuntime().addShutdownHook(c.hook);
         try {
-            c.build(rateMbit);
+            c.build(rateMbit, linkMtu);
         } catch (IOException | RuntimeException e) {
             c.close();
             throw e;
@@ -89,7 +103,7 @@ public final class NamespaceCluster implements AutoCloseable {
     private static final java.util.concurrent.atomic.AtomicInteger SEQUENCE = new java.util.concurrent.atomic
             .AtomicInteger();
 
-    private void build(double rateMbit) throws IOException {
+    private void build(double rateMbit, int linkMtu) throws IOException {
         must(List.of("ip", "link", "add", bridge(), "type", "bridge"));
         must(List.of("ip", "link", "set", bridge(), "up"));
         StringBuilder hostsFile = new StringBuilder("127.0.0.1 localhost\n");
@@ -102,6 +116,11 @@ public final class NamespaceCluster implements AutoCloseable {
             namespaces.add(ns);
             must(List.of("ip", "link", "add", "a4jv" + tag + "-" + i, "type", "veth", "peer", "name", "eth0",
                     "netns", ns));
+            if (linkMtu > 0) {
+                // The bridge takes the smallest MTU of its ports, so both ends of every pair get the same one.
+                must(List.of("ip", "link", "set", "a4jv" + tag + "-" + i, "mtu", Integer.toString(linkMtu)));
+                must(List.of("ip", "-n", ns, "link", "set", "eth0", "mtu", Integer.toString(linkMtu)));
+            }
             must(List.of("ip", "link", "set", "a4jv" + tag + "-" + i, "master", bridge(), "up"));
             must(List.of("ip", "-n", ns, "addr", "add", address(i) + "/16", "dev", "eth0"));
             must(List.of("ip", "-n", ns, "link", "set", "eth0", "up"));
@@ -116,8 +135,8 @@ public final class NamespaceCluster implements AutoCloseable {
             Files.createDirectories(dir);
             Files.writeString(dir.resolve("hosts"), hostsFile, StandardCharsets.US_ASCII);
         }
-        LOG.info("namespace cluster {}: {} hosts {}..{}{}", tag, hosts, address(0), address(hosts - 1),
-                rateMbit > 0 ? ", links " + fmt(rateMbit) + " Mbit/s" : "");
+        LOG.info("namespace cluster {}: {} hosts {}..{}{}{}", tag, hosts, address(0), address(hosts - 1),
+                rateMbit > 0 ? ", links " + fmt(rateMbit) + " Mbit/s" : "", linkMtu > 0 ? ", MTU " + linkMtu : "");
     }
 
     /** The number of hosts. */

@@ -1,6 +1,10 @@
 package org.attn4j.distributed.transport;
 
 import java.io.File;
+import java.io.IOException;
+import java.net.Inet6Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -15,9 +19,14 @@ import org.attn4j.distributed.launch.WorkerEnvironment;
  * ({@link #fromEnvironment}).
  *
  * <p>Defaults: bind to loopback, timeout 60 s, heartbeat every min(1 s, timeout / 4), chunks of 1 MiB, terms of
- * 16 MiB, MTU 65504 when every endpoint is a loopback address (1408, Aeron's default, otherwise: a larger MTU
- * than the path allows makes the kernel fragment every datagram), socket buffers and receiver window of 4 MiB,
- * and an embedded media driver unless an Aeron directory is given.
+ * 16 MiB, socket buffers and receiver window of 4 MiB, and an embedded media driver unless an Aeron directory is
+ * given. The MTU (the largest datagram Aeron sends over UDP) is 65504 when every endpoint is a loopback address;
+ * otherwise it follows the link: the MTU of this host's network interface that carries this rank's endpoint
+ * address, less the IP and UDP headers, rounded down to a multiple of 32 (1472 on a 1500-byte Ethernet link,
+ * 8960 with 9000-byte jumbo frames), and Aeron's default of 1408 when no local interface has that address. Each
+ * datagram costs a system call on either side, so jumbo frames carry UDP several times faster; a path whose MTU
+ * is smaller than this host's link makes the kernel fragment every datagram, and {@link #ENV_MTU} (or
+ * {@link Builder#mtu}) sets the MTU explicitly.
  */
 public final class AeronTransportContext {
 
@@ -68,6 +77,13 @@ public final class AeronTransportContext {
     public static final String ENV_IPC = "ATTN4J_TRANSPORT_IPC";
     /** Environment variable: {@code 1} checksums IPC payloads as well (default {@code 0}). */
     public static final String ENV_IPC_CHECKSUMS = "ATTN4J_TRANSPORT_IPC_CHECKSUMS";
+    /** Aeron's default MTU, the smallest this transport uses. */
+    static final int DEFAULT_MTU = 1408;
+    /** Aeron's largest MTU. */
+    static final int MAX_MTU = 65504;
+
+    /** Environment variable: the UDP MTU, a multiple of 32 from 1408 to 65504 (default: from the link). */
+    public static final String ENV_MTU = "ATTN4J_TRANSPORT_MTU";
     /** Environment variable: how the progress thread waits, {@code spin}, {@code yield} or {@code park}. */
     public static final String ENV_IDLE = "ATTN4J_TRANSPORT_IDLE";
 
@@ -131,6 +147,14 @@ public final class AeronTransportContext {
         String checksums = env.get(ENV_IPC_CHECKSUMS);
         if (checksums != null && !checksums.isBlank()) {
             b.ipcChecksums(flag(ENV_IPC_CHECKSUMS, checksums));
+        }
+        String mtu = env.get(ENV_MTU);
+        if (mtu != null && !mtu.isBlank()) {
+            try {
+                b.mtu(Integer.parseInt(mtu.trim()));
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException(ENV_MTU + ": expected a number of bytes, got '" + mtu + "'");
+            }
         }
         String idle = env.get(ENV_IDLE);
         if (idle != null && !idle.isBlank()) {
@@ -525,9 +549,11 @@ public final class AeronTransportContext {
             if (maxMessageBytes < 0) {
                 throw bad("max message bytes is " + maxMessageBytes + "; it must not be negative");
             }
-            int effectiveMtu = mtu != 0 ? mtu : allLoopback(trimmed) ? 65504 : 1408;
-            if (effectiveMtu % 32 != 0 || effectiveMtu < 1408 || effectiveMtu > 65504) {
-                throw bad("mtu is " + effectiveMtu + "; it must be a multiple of 32 from 1408 to 65504");
+            int effectiveMtu = mtu != 0 ? mtu : allLoopback(trimmed) ? MAX_MTU
+                    : isLoopback(hostOf(trimmed.get(rank))) ? DEFAULT_MTU : linkMtu(hostOf(trimmed.get(rank)));
+            if (effectiveMtu % 32 != 0 || effectiveMtu < DEFAULT_MTU || effectiveMtu > MAX_MTU) {
+                throw bad("mtu is " + effectiveMtu + "; it must be a multiple of 32 from " + DEFAULT_MTU + " to "
+                        + MAX_MTU);
             }
             if (socketBufferBytes < 0) {
                 throw bad("socket buffer bytes is " + socketBufferBytes + "; it must not be negative (0: OS default)");
@@ -566,6 +592,31 @@ public final class AeronTransportContext {
                 throw bad("endpoint '" + e + "' is not host:port (IPv6 as [addr]:port, port 1 to 65535)");
             }
             return e;
+        }
+
+        /**
+         * The UDP MTU for the link that carries {@code host}'s address on this machine: the interface's MTU less
+         * the IPv4 (20) or IPv6 (40) and UDP (8) headers, rounded down to a multiple of 32, from 1408 to 65504;
+         * 1408 (Aeron's default) when no local interface has that address.
+         */
+        static int linkMtu(String host) {
+            try {
+                InetAddress address = InetAddress.getByName(host.startsWith("[") ? host.substring(1, host.length() - 1)
+                        : host);
+                NetworkInterface nic = NetworkInterface.getByInetAddress(address);
+                if (nic == null || nic.getMTU() <= 0) {
+                    return DEFAULT_MTU;
+                }
+                return udpMtu(nic.getMTU(), address instanceof Inet6Address);
+            } catch (IOException e) {
+                return DEFAULT_MTU;
+            }
+        }
+
+        /** The Aeron MTU for a link of {@code linkMtu} bytes (see {@link #linkMtu}). */
+        static int udpMtu(int linkMtu, boolean ipv6) {
+            int payload = linkMtu - (ipv6 ? 40 : 20) - 8;
+            return Math.max(DEFAULT_MTU, Math.min(MAX_MTU, payload & ~31));
         }
 
         private static boolean allLoopback(List<String> endpoints) {

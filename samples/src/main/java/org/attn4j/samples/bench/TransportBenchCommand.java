@@ -2,6 +2,7 @@ package org.attn4j.samples.bench;
 
 import java.awt.Color;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -12,6 +13,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Collectors;
 
@@ -100,6 +102,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     + "when iperf3 is installed (default: ${DEFAULT-VALUE}: off).")
     int namespaces;
 
+    @Option(names = "--link-mtu", paramLabel = "BYTES", defaultValue = "1500",
+            description = "MTU of the namespaces' links with --namespaces (9000: jumbo frames; the transport's UDP "
+                    + "datagrams follow it; default: ${DEFAULT-VALUE}).")
+    int linkMtu;
+
     @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "2g",
             description = "Java heap per worker (default: ${DEFAULT-VALUE}).")
     String heap;
@@ -111,6 +118,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Spec
     CommandSpec spec;
+
+    /** The UDP MTU the workers across namespaces used (from rank 0's report). */
+    private volatile int namespaceUdpMtu;
 
     /** One measurement, as a worker reported it. */
     record Row(String kind, int workers, long bytes, double medianUs, double gbps, double busGbps, double p99Us) {
@@ -151,6 +161,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
         if (namespaces == 1 || namespaces < 0 || namespaces > 16) {
             throw new UserInputException("--namespaces must be 0 (off) or in [2, 16], got " + namespaces);
+        }
+        if (linkMtu < 576 || linkMtu > 65535) {
+            throw new UserInputException("--link-mtu must be in [576, 65535] bytes, got " + linkMtu);
         }
         if (namespaces > 0 && NamespaceCluster.unavailable().isPresent()) {
             throw new UserInputException("--namespaces builds hosts from network namespaces: "
@@ -221,13 +234,18 @@ public final class TransportBenchCommand implements Callable<Integer> {
         PrintWriter log = spec.commandLine().getOut();
         List<Row> rows = new CopyOnWriteArrayList<>();
         List<String> tail = new CopyOnWriteArrayList<>();
-        try (NamespaceCluster cluster = NamespaceCluster.create(namespaces, 0)) {
+        try (NamespaceCluster cluster = NamespaceCluster.create(namespaces, 0, linkMtu)) {
             LaunchResult r = LocalLauncher.builder(namespaces, TransportBenchWorker.class.getName())
                     .rendezvous(cluster.address(0), NAMESPACE_MASTER_PORT).prefix(cluster::prefix)
                     .args(List.of("ring", sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
                             Integer.toString(repeats), Double.toString(warmUp)))
                     .heap(heap).timeout(Duration.ofMinutes(30))
                     .output(line -> {
+                        int mtuAt = line.indexOf(TransportBenchWorker.MTU);
+                        if (mtuAt >= 0) {
+                            namespaceUdpMtu = Integer.parseInt(line.substring(mtuAt + TransportBenchWorker.MTU.length())
+                                    .trim());
+                        }
                         int at = line.indexOf(TransportBenchWorker.RESULT);
                         if (at >= 0) {
                             Row row = Row.parse(line.substring(at + TransportBenchWorker.RESULT.length()));
@@ -239,30 +257,68 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 throw new IllegalStateException("bench transport: the workers across " + namespaces
                         + " namespaces failed (" + r + "); their stderr:\n" + String.join("\n", tail));
             }
-            double iperf = iperf3(cluster);
-            if (Double.isNaN(iperf)) {
+            List<Double> iperf = iperf3(cluster);
+            if (iperf.isEmpty()) {
                 log.println("iperf3 is not installed (Debian: apt-get install iperf3): no TCP baseline");
             } else {
-                rows.add(new Row("iperf3", 2, 0, Double.NaN, iperf, Double.NaN, Double.NaN));
+                rows.add(new Row("iperf3", 2, 0, Double.NaN, iperf.get(0), Double.NaN, Double.NaN));
+                rows.add(new Row("iperf3-ring", namespaces, 0, Double.NaN, iperf.get(1), Double.NaN, Double.NaN));
             }
         }
         log.flush();
         return rows;
     }
 
-    /** iperf3's TCP throughput, 3 s, from namespace 0 to namespace 1, GB/s; NaN without iperf3. */
-    private static double iperf3(NamespaceCluster cluster) throws IOException, InterruptedException {
-        if (!Files.isExecutable(Path.of("/usr/bin/iperf3"))) {
-            return Double.NaN;
+    /**
+     * iperf3's TCP throughput, 3 s per stream, GB/s: from namespace 0 to namespace 1 alone, then on every link of
+     * the ring at once (namespace i to i + 1, the mean of the streams: what each link carries while all of them
+     * share this machine's cores, as in a ring collective); empty without iperf3.
+     */
+    private static List<Double> iperf3(NamespaceCluster cluster) throws IOException, InterruptedException {
+        if (!Files.isExecutable(Path.of(IPERF3))) {
+            return List.of();
         }
-        List<String> server = new ArrayList<>(cluster.prefix(1));
-        server.addAll(List.of("/usr/bin/iperf3", "-s", "-1", "-B", cluster.address(1)));
-        Process s = new ProcessBuilder(server).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-                .start();
+        double pair = iperf3Streams(cluster, 1).get(0);
+        double ring = iperf3Streams(cluster, cluster.hosts()).stream().mapToDouble(Double::doubleValue).average()
+                .orElseThrow();
+        return List.of(pair, ring);
+    }
+
+    private static final String IPERF3 = "/usr/bin/iperf3";
+
+    /** Streams from namespace i to i + 1 (mod hosts) for i below {@code streams}, all at once; GB/s each. */
+    private static List<Double> iperf3Streams(NamespaceCluster cluster, int streams)
+            throws IOException, InterruptedException {
+        List<Process> servers = new ArrayList<>();
         try {
-            List<String> client = new ArrayList<>(cluster.prefix(0));
-            client.addAll(List.of("/usr/bin/iperf3", "-c", cluster.address(1), "-t", "3", "-J"));
-            for (int attempt = 0; attempt < 20; attempt++) {              // until the server listens
+            for (int i = 0; i < streams; i++) {
+                int to = (i + 1) % cluster.hosts();
+                List<String> server = new ArrayList<>(cluster.prefix(to));
+                server.addAll(List.of(IPERF3, "-s", "-1", "-B", cluster.address(to)));
+                servers.add(new ProcessBuilder(server).redirectErrorStream(true)
+                        .redirectOutput(ProcessBuilder.Redirect.DISCARD).start());
+            }
+            List<CompletableFuture<Double>> results = new ArrayList<>();
+            for (int i = 0; i < streams; i++) {
+                int from = i;
+                results.add(CompletableFuture.supplyAsync(() -> iperf3Client(cluster, from)));
+            }
+            List<Double> gbps = new ArrayList<>();
+            for (CompletableFuture<Double> r : results) {
+                gbps.add(r.join());
+            }
+            return gbps;
+        } finally {
+            servers.forEach(Process::destroy);
+        }
+    }
+
+    /** One 3 s iperf3 stream from namespace {@code from} to the next, GB/s received; retried until the server listens. */
+    private static double iperf3Client(NamespaceCluster cluster, int from) {
+        List<String> client = new ArrayList<>(cluster.prefix(from));
+        client.addAll(List.of(IPERF3, "-c", cluster.address((from + 1) % cluster.hosts()), "-t", "3", "-J"));
+        try {
+            for (int attempt = 0; attempt < 20; attempt++) {
                 Process c = new ProcessBuilder(client).redirectErrorStream(true).start();
                 String json = new String(c.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
                 c.waitFor();
@@ -273,10 +329,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 }
                 Thread.sleep(100);
             }
-            throw new IllegalStateException("bench transport: iperf3 between the namespaces gave no result");
-        } finally {
-            s.destroy();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("bench transport: interrupted while running iperf3", e);
         }
+        throw new IllegalStateException("bench transport: iperf3 from namespace " + from + " gave no result");
     }
 
     /** From {@code min} to {@code max}, growing by {@code factor}; {@code max} is always the last. */
@@ -309,7 +368,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
     private void writeCsv(Path file, List<Row> rows, List<MpiRow> mpi) throws IOException {
         StringBuilder b = new StringBuilder("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us\n");
         for (Row r : rows) {
-            String source = r.kind().equals("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-udp" : "attn4j-"
+            String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-udp" : "attn4j-"
                     + path;
             b.append(String.format(Locale.ROOT, "%s,%s,%d,%d,%s,%.4f,%s,%s%n", source, r.kind(), r.workers(),
                     r.bytes(), optional(r.medianUs(), "%.3f"), r.gbps(), optional(r.busGbps(), "%.4f"),
@@ -425,13 +484,18 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
         if (rows.stream().anyMatch(r -> r.kind().startsWith("ns-"))) {
             Optional<Row> iperf = rows.stream().filter(r -> r.kind().equals("iperf3")).findFirst();
+            Optional<Row> ring = rows.stream().filter(r -> r.kind().equals("iperf3-ring")).findFirst();
             b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, UDP "
-                    + "between them through a media driver each, veth links without a rate limit)")
+                    + "between them through a media driver each, veth links of MTU ").append(linkMtu)
+                    .append(" without a rate limit, all on this machine's cores; UDP datagrams of up to ")
+                    .append(namespaceUdpMtu).append(" bytes)")
                     .append(iperf.map(r -> String.format(Locale.ROOT, "; iperf3 (TCP, 3 s) from the first to the "
-                            + "second: %.3f GB/s", r.gbps())).orElse("")).append(":\n\n")
+                            + "second alone: %.3f GB/s", r.gbps())).orElse(""))
+                    .append(ring.map(r -> String.format(Locale.ROOT, ", and per link with every link of the ring "
+                            + "sending at once: %.3f GB/s", r.gbps())).orElse("")).append(":\n\n")
                     .append("| workers | size | all-gather bus bandwidth | reduce-scatter bus bandwidth |"
-                            + (iperf.isPresent() ? " all-gather / iperf3 |" : "") + "\n|---:|---:|---:|---:|"
-                            + (iperf.isPresent() ? "---:|" : "") + "\n");
+                            + (iperf.isPresent() ? " all-gather / iperf3 alone | all-gather / iperf3 ring |" : "")
+                            + "\n|---:|---:|---:|---:|" + (iperf.isPresent() ? "---:|---:|" : "") + "\n");
             for (Row r : rows) {
                 if (r.kind().equals("ns-allgather")) {
                     Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("ns-reducescatter")
@@ -439,6 +503,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s | %s |", r.workers(), size(r.bytes()),
                             r.busGbps(), rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
                     iperf.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
+                    ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
                     b.append('\n');
                 }
             }

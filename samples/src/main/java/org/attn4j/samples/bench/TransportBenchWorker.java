@@ -25,6 +25,8 @@ public final class TransportBenchWorker {
 
     /** The prefix of result lines. */
     static final String RESULT = "RESULT ";
+    /** Rank 0's line naming its transport's UDP MTU (the largest datagram it sends to another host). */
+    static final String MTU = "UDP-MTU ";
 
     private static final int DATA = 1;
     private static final int ACK = 2;
@@ -41,6 +43,9 @@ public final class TransportBenchWorker {
         double warmUpSeconds = Double.parseDouble(args[3]);
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             Communicator world = Communicator.world(t);
+            if (t.rank() == 0) {
+                System.out.println(MTU + t.context().mtu());
+            }
             world.barrier();                                      // every connection up before the first clock
             warmUp(world, args[0], Math.min(sizes[0], 1L << 20), warmUpSeconds);
             for (long size : sizes) {
