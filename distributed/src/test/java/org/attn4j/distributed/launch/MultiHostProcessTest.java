@@ -30,9 +30,9 @@ import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * Four "hosts" on one machine: Linux network namespaces on a bridge, one IPv4 address and one worker each, started
- * only with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and the job token: no peer list, no
- * loopback. Every sequence-parallel algorithm equals the single-device op, training reproduces the single-process
+ * Four "hosts" on one machine: Linux network namespaces on a bridge, one IPv4 address and one worker each (and one
+ * job with two workers on each of two hosts: IPC within a host, UDP between), started only with torchrun's
+ * variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and the job token: no peer list, no loopback. Every sequence-parallel algorithm equals the single-device op, training reproduces the single-process
  * losses, and the faults across hosts end the job the way they should. Skipped, with the reason, where the process
  * cannot create namespaces.
  */
@@ -81,6 +81,30 @@ class MultiHostProcessTest {
         for (SequenceAlgorithm a : SequenceAlgorithm.all()) {
             long ok = out.stream().filter(l -> l.contains("VERDICT " + a.name() + " OK")).count();
             assertEquals(HOSTS, ok, a.name() + ": every rank must report OK\n" + output);
+        }
+    }
+
+    @Test
+    void aJobWithTwoRanksOnEachOfTwoHostsUsesIpcWithinAHostAndUdpBetween() throws Exception {
+        List<String> out = new CopyOnWriteArrayList<>();
+        LaunchResult r = LocalLauncher.builder(4, MultiHostWorker.class.getName())
+                .rendezvous(cluster.address(0), MASTER_PORT).prefix(rank -> cluster.prefix(rank % 2)).heap("768m")
+                .timeout(Duration.ofSeconds(200)).env("ATTN4J_TIMEOUT_MS", "10000").output(out::add, out::add)
+                .build().run();
+        String output = String.join("\n", out);
+        assertEquals(0, r.exitCode(), r + "\n" + output);
+        for (int rank = 0; rank < 4; rank++) {
+            String endpoint = "[rank " + rank + "] ENDPOINT " + rank + " " + cluster.address(rank % 2) + ":";
+            assertTrue(out.stream().anyMatch(l -> l.startsWith(endpoint)), "rank " + rank + " is on host " + rank % 2
+                    + "\n" + output);
+            // Host 0 runs ranks 0 and 2, host 1 ranks 1 and 3: each reaches its neighbour on the host over IPC
+            // (one media driver per host) and the other host's two ranks over UDP.
+            String ipc = "[rank " + rank + "] IPC-PEERS " + rank + " [" + (rank + 2) % 4 + "]";
+            assertTrue(out.contains(ipc), ipc + "\n" + output);
+        }
+        for (SequenceAlgorithm a : SequenceAlgorithm.all()) {
+            long ok = out.stream().filter(l -> l.contains("VERDICT " + a.name() + " OK")).count();
+            assertEquals(4, ok, a.name() + ": every rank must report OK\n" + output);
         }
     }
 

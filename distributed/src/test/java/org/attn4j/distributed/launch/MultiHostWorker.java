@@ -23,7 +23,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * A worker of {@link MultiHostProcessTest}: finds the other ranks through the environment alone (a rendezvous at
  * MASTER_ADDR, or whatever the launcher set), prints its endpoint, runs every sequence-parallel algorithm on seeded
  * float64 inputs (causal; WallFacer with team 2 when 4 divides P), computes the single-device answer from the same
- * seeds, and prints one {@code VERDICT} line per algorithm; exit code 0 if all are within 1e-12. With
+ * seeds, and prints one {@code VERDICT} line per algorithm (and, first, the peers it reaches over IPC); exit code 0 if all are within 1e-12. With
  * {@code ATTN4J_TEST_DELAY_MS} it waits that long before joining.
  */
 public final class MultiHostWorker {
@@ -44,6 +44,13 @@ public final class MultiHostWorker {
             int p = t.worldSize();
             int r = t.rank();
             System.out.println("ENDPOINT " + r + " " + t.context().endpoints().get(r));
+            StringBuilder ipcPeers = new StringBuilder();
+            for (int peer = 0; peer < p; peer++) {
+                if (t.context().ipcPeer(peer)) {
+                    ipcPeers.append(ipcPeers.length() == 0 ? "" : ",").append(peer);
+                }
+            }
+            System.out.println("IPC-PEERS " + r + " [" + ipcPeers + "]");
             INDArray q = randn(1, 2, 4, N, 8);
             INDArray k = randn(2, 2, 2, N, 8);
             INDArray v = randn(3, 2, 2, N, 8);
