@@ -156,6 +156,44 @@ public final class Communicator {
         return sendRecvAsync(sendTo, array, receiveFrom).join();
     }
 
+    /**
+     * As {@link #sendRecvAsync(int, INDArray, int)}, receiving into {@code into}: the transport writes the
+     * elements straight into it, and a block above 8 MiB travels in slices (one receive posted per slice). For
+     * ring rotations of equal blocks (the sequence-parallel algorithms' K/V): the member that sends to this one
+     * sends as many elements as {@code into} holds (else the call fails naming both counts).
+     *
+     * @param into where the received elements go, contiguous in C order; not read or written by the caller until
+     *             the handle completes; ignored (may be null) if {@code receiveFrom} is {@link #NONE}
+     * @return {@code into}, or null if {@code receiveFrom} is {@link #NONE}
+     */
+    public CollectiveHandle<INDArray> sendRecvAsync(int sendTo, INDArray array, int receiveFrom, INDArray into) {
+        return sendRecvAsync(sendTo, array, receiveFrom, into, RingSlices.SLICE_BYTES);
+    }
+
+    /** As {@link #sendRecvAsync(int, INDArray, int, INDArray)} with slices of at most {@code sliceBytes} (tests). */
+    CollectiveHandle<INDArray> sendRecvAsync(int sendTo, INDArray array, int receiveFrom, INDArray into,
+                                             long sliceBytes) {
+        if (sendTo != NONE) {
+            group.checkIndex(sendTo, "sendRecv destination");
+            checkArray("sendRecv", array);
+        }
+        if (receiveFrom != NONE) {
+            group.checkIndex(receiveFrom, "sendRecv source");
+            if (into == null || !Contiguity.isCContiguous(into)) {
+                throw new IllegalArgumentException("Communicator.sendRecv on " + group + ": expected an output "
+                        + "contiguous in C order, got " + (into == null ? "null" : "an array of shape "
+                        + Arrays.toString(into.shape()) + ", not contiguous"));
+            }
+        }
+        return start("sendRecv", ex -> RingSlices.sendReceive(ex, sendTo, sendTo == NONE ? null : array,
+                receiveFrom, receiveFrom == NONE ? null : into, sliceBytes));
+    }
+
+    /** Blocking {@link #sendRecvAsync(int, INDArray, int, INDArray)}. */
+    public INDArray sendRecv(int sendTo, INDArray array, int receiveFrom, INDArray into) {
+        return sendRecvAsync(sendTo, array, receiveFrom, into).join();
+    }
+
     // ---- allGather ------------------------------------------------------------------------------------------
 
     /**
@@ -395,10 +433,27 @@ public final class Communicator {
         return allReduceAsync(reduction, value).join();
     }
 
-    /** Element-wise sum over all members, as {@link #allReduceAsync(Reduction, INDArray...)}. */
+    /**
+     * Element-wise sum over all members, as {@link #allReduceAsync(Reduction, INDArray...)}. When the array's
+     * length is a multiple of P, the reduce-scatter and all-gather run in slices of at most 8 MiB, each added to
+     * and forwarded as it arrives, with every block received straight into the result.
+     *
+     * @return the sum, a new array of {@code array}'s shape
+     */
     public CollectiveHandle<INDArray> allReduceAsync(INDArray array) {
-        CollectiveHandle<INDArray[]> h = allReduceAsync(Reduction.sum(), array);
-        return new CollectiveHandle<>(h.description(), h.future().thenApply(t -> t[0]), h::bytesSent);
+        return allReduceAsync(array, RingSlices.SLICE_BYTES);
+    }
+
+    /** As {@link #allReduceAsync(INDArray)} with slices of at most {@code sliceBytes} (tests). */
+    CollectiveHandle<INDArray> allReduceAsync(INDArray array, long sliceBytes) {
+        checkArray("allReduce", array);
+        int p = group.size();
+        if (p == 1 || array.length() == 0 || array.length() % p != 0) {
+            CollectiveHandle<INDArray[]> h = allReduceAsync(Reduction.sum(), array);
+            return new CollectiveHandle<>(h.description(), h.future().thenApply(t -> t[0]), h::bytesSent);
+        }
+        INDArray out = Nd4j.createUninitialized(array.dataType(), array.shape(), 'c');
+        return start("allReduce(sum)", ex -> RingSlices.allReduce(ex, array, out, sliceBytes));
     }
 
     /** Blocking element-wise sum over all members. */

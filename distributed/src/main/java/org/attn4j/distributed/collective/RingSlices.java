@@ -9,7 +9,8 @@ import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.NDArrayIndex;
 
 /**
- * The ring all-gather and sum reduce-scatter of equal blocks into the caller's output, in slices. Each block is
+ * The ring all-gather, sum reduce-scatter and sum all-reduce of equal blocks into the caller's output, and the
+ * ring rotation of a block into the caller's buffer, in slices. Each block is
  * cut into slices of at most {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or
  * adds to and forwards) slice {@code k} of a step as soon as it has arrived, while the later slices of that step
  * are still on the way, as Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
@@ -42,18 +43,39 @@ final class RingSlices {
      */
     static CompletableFuture<INDArray> allGather(Exchange<?> ex, INDArray own, INDArray out, int phase,
                                                  long sliceBytes) {
-        Group g = ex.group();
-        int p = g.size();
-        int i = g.index();
         long n = own.length();
         INDArray flat = out.reshape('c', new long[] {out.length()});
         if (n > 0) {
-            block(flat, i, n).assign(own.reshape('c', new long[] {n}));
+            block(flat, ex.group().index(), n).assign(own.reshape('c', new long[] {n}));
         }
+        return gather(ex, flat, n, phase, sliceBytes).thenApply(v -> out);
+    }
+
+    /**
+     * Sum all-reduce as MPI's and NCCL's rings do it: a sliced reduce-scatter (phase 0) whose sums land in this
+     * member's block of {@code out}, then a sliced all-gather (phase 1) of those blocks within {@code out}. Every
+     * member ends with the same bits (each block is summed once, by its owner).
+     *
+     * @param array this member's value, read only; its length a multiple of P
+     * @param out   an array of {@code array}'s length, contiguous in C order
+     * @return {@code out}
+     */
+    static CompletableFuture<INDArray> allReduce(Exchange<?> ex, INDArray array, INDArray out, long sliceBytes) {
+        long n = array.length() / ex.group().size();
+        INDArray flat = out.reshape('c', new long[] {out.length()});
+        return reduceScatter(ex, array, block(flat, ex.group().index(), n), 0, sliceBytes)
+                .thenCompose(own -> gather(ex, flat, n, 1, sliceBytes)).thenApply(v -> out);
+    }
+
+    /** The all-gather's ring on {@code flat}, whose block of this member already holds its elements. */
+    private static CompletableFuture<Void> gather(Exchange<?> ex, INDArray flat, long n, int phase, long sliceBytes) {
+        Group g = ex.group();
+        int p = g.size();
+        int i = g.index();
         if (p == 1) {
-            return CompletableFuture.completedFuture(out);
+            return CompletableFuture.completedFuture(null);
         }
-        int k = sliceCount(n, own.dataType().width(), sliceBytes);
+        int k = sliceCount(n, flat.dataType().width(), sliceBytes);
         List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
         for (int s = 0; s < p - 1; s++) {
             INDArray block = block(flat, Math.floorMod(i - s - 1, p), n);
@@ -79,7 +101,36 @@ final class RingSlices {
         List<CompletableFuture<?>> all = new ArrayList<>();
         received.forEach(all::addAll);
         all.add(forwarded);
-        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])).thenApply(v -> out);
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
+    }
+
+    /**
+     * Sends {@code array} to the member at {@code to} and receives from {@code from} into {@code into}, both in
+     * slices (one receive posted per slice, each written straight into its place): a ring rotation of equal
+     * blocks, as the sequence-parallel algorithms' K/V. The sender and the receiver cut the same number of elements
+     * into the same slices, so {@code array} on the sender and {@code into} on the receiver must hold as many.
+     */
+    static CompletableFuture<INDArray> sendReceive(Exchange<?> ex, int to, INDArray array, int from, INDArray into,
+                                                   long sliceBytes) {
+        if (array != null) {
+            long n = array.length();
+            INDArray flat = array.reshape('c', new long[] {n});
+            int k = sliceCount(n, array.dataType().width(), sliceBytes);
+            for (int j = 0; j < k; j++) {
+                ex.send(to, 0, slice(flat, n, k, j));
+            }
+        }
+        if (into == null) {
+            return CompletableFuture.completedFuture(null);
+        }
+        long n = into.length();
+        INDArray flat = into.reshape('c', new long[] {n});
+        int k = sliceCount(n, into.dataType().width(), sliceBytes);
+        CompletableFuture<?>[] received = new CompletableFuture<?>[k];
+        for (int j = 0; j < k; j++) {
+            received[j] = ex.receiveInto(from, 0, slice(flat, n, k, j));
+        }
+        return CompletableFuture.allOf(received).thenApply(v -> into);
     }
 
     /**

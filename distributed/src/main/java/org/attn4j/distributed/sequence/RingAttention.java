@@ -121,17 +121,19 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         AttentionShapes.of("RingAttention", q, k, v, AttentionMask.builder().queryPositions(qPos)
                 .keyPositions(qPos).documents(mask.documents()).build());
         INDArray kv = Nd4j.stack(0, k, v);
+        INDArray spare = spareFor(kv);
         AttentionOutput acc = null;
         for (int s = 0; s < hops; s++) {
             int src = (me - s + p) % p;
-            CollectiveHandle<INDArray> next = s < hops - 1
-                    ? comm.sendRecvAsync(comm.group().next(), kv, comm.group().previous()) : null;
+            CollectiveHandle<INDArray> next = s < hops - 1 ? rotate(comm.group().next(), kv, comm.group().previous(),
+                    spare) : null;
             int[] kPos = positions(src);
             if (!fullyMasked(qPos, kPos)) {
                 AttentionOutput part = flash.forward(q, slice(kv, 0), slice(kv, 1), hop(qPos, kPos), scale);
                 acc = acc == null ? part : AttentionMerge.merge(acc, part);
             }
             if (next != null) {
+                spare = spare == null ? null : kv;
                 kv = next.join();
             }
         }
@@ -183,12 +185,13 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         INDArray dv = Nd4j.zeros(v.dataType(), v.shape());
         INDArray dqVisiting = Nd4j.zeros(q.dataType(), qShape);
         INDArray dq = null;
+        INDArray spare = spareFor(bundle);
         for (int s = 0; s < hops; s++) {
             // Queries travel the other way round from the forward's K/V, so the worker s places on holds them:
             // the same (query shard, key shard) pairs as forward step s, and the same steps can be left out.
             int owner = (me + s) % p;
-            CollectiveHandle<INDArray> next = s < hops - 1
-                    ? comm.sendRecvAsync(comm.group().previous(), bundle, comm.group().next()) : null;
+            CollectiveHandle<INDArray> next = s < hops - 1 ? rotate(comm.group().previous(), bundle,
+                    comm.group().next(), spare) : null;
             int[] qPos = positions(owner);
             if (!fullyMasked(qPos, kPos)) {
                 INDArray[] b = Bundle.unpack(bundle, qShape, qShape, rowShape, rowShape);   // q, dO, LSE, Delta
@@ -200,6 +203,7 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
             }
             if (next != null) {
                 dqVisiting = comm.sendRecv(comm.group().previous(), dqVisiting, comm.group().next());
+                spare = spare == null ? null : bundle;
                 bundle = next.join();
             } else {
                 dq = comm.sendRecv(owner, dqVisiting, (me - s + p) % p);       // straight home
@@ -217,10 +221,11 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
         INDArray dq = Nd4j.zeros(q.dataType(), q.shape());
         INDArray kv = Nd4j.stack(0, k, v);
         INDArray grads = Nd4j.zeros(kv.dataType(), kv.shape());        // [dK; dV] of the visiting shard
+        INDArray spare = spareFor(kv);
         for (int s = 0; s < hops; s++) {
             int src = (me - s + p) % p;
-            CollectiveHandle<INDArray> nextKv = s < hops - 1
-                    ? comm.sendRecvAsync(comm.group().next(), kv, comm.group().previous()) : null;
+            CollectiveHandle<INDArray> nextKv = s < hops - 1 ? rotate(comm.group().next(), kv,
+                    comm.group().previous(), spare) : null;
             int[] kPos = positions(src);
             if (!fullyMasked(qPos, kPos)) {
                 AttentionGradients g = flash.backward(q, slice(kv, 0), slice(kv, 1), out.output(), out.lse(), dO,
@@ -234,10 +239,32 @@ public final class RingAttention implements SequenceParallelAttention<RingAttent
             grads = s < hops - 1 ? comm.sendRecv(comm.group().next(), grads, comm.group().previous())
                     : comm.sendRecv(src, grads, (me + s) % p);
             if (nextKv != null) {
+                spare = spare == null ? null : kv;
                 kv = nextKv.join();
             }
         }
         return new AttentionGradients(dq, slice(grads, 0).dup(), slice(grads, 1).dup());
+    }
+
+    /**
+     * A second buffer of {@code block}'s shape for a rotation of equal shards (every member holds as many
+     * positions), so that each hop receives straight into the buffer the previous hop computed on, in slices for
+     * large blocks; null when the shards differ in length (each hop then receives a new array).
+     */
+    private INDArray spareFor(INDArray block) {
+        int p = comm.group().size();
+        int n = positions(0).length;
+        for (int m = 1; m < p; m++) {
+            if (positions(m).length != n) {
+                return null;
+            }
+        }
+        return hops > 1 ? Nd4j.createUninitialized(block.dataType(), block.shape(), 'c') : null;
+    }
+
+    /** One hop of a rotation: into {@code spare} when there is one (its previous contents are done with). */
+    private CollectiveHandle<INDArray> rotate(int to, INDArray block, int from, INDArray spare) {
+        return spare == null ? comm.sendRecvAsync(to, block, from) : comm.sendRecvAsync(to, block, from, spare);
     }
 
     private int[] positions(int member) {

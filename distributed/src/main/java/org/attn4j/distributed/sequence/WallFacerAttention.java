@@ -145,13 +145,14 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         INDArray kv = world.sendRecv(initialTarget(), kvTeam, source[0]);
         int blockTeam = source[0] / c;
         AttentionOutput acc = null;
+        INDArray spare = spareFor(kv);
         for (int s = 0; s < ringSize; s++) {
-            CollectiveHandle<INDArray> next = s < ringSize - 1 ? world.sendRecvAsync(ringNext(), kv, ringPrevious())
-                    : null;
+            CollectiveHandle<INDArray> next = s < ringSize - 1 ? rotate(kv, spare) : null;
             if (!BlockMasks.fullyMasked(mask, teamPositions, positionsOfTeam(blockTeam))) {
                 acc = merge(acc, flash.forward(qTeam, slice(kv, 0), slice(kv, 1), hop(blockTeam), scale));
             }
             if (next != null) {
+                spare = spare == null ? null : kv;
                 kv = next.join();
                 blockTeam = previousInRing(blockTeam);
             }
@@ -198,9 +199,9 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         INDArray dk = Nd4j.zeros(kTeam.dataType(), kTeam.shape());
         INDArray dv = Nd4j.zeros(vTeam.dataType(), vTeam.shape());
         INDArray dqVisiting = Nd4j.zeros(qTeam.dataType(), qShape);
+        INDArray spare = spareFor(bundle);
         for (int s = 0; s < ringSize; s++) {
-            CollectiveHandle<INDArray> next = s < ringSize - 1
-                    ? world.sendRecvAsync(ringNext(), bundle, ringPrevious()) : null;
+            CollectiveHandle<INDArray> next = s < ringSize - 1 ? rotate(bundle, spare) : null;
             int queryTeam = teamAt(group(team) - local, placeInGroup(team) - s);
             AttentionMask m = mask.toBuilder().queryPositions(positionsOfTeam(queryTeam))
                     .keyPositions(teamPositions).build();
@@ -213,6 +214,7 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
             }
             if (next != null) {
                 dqVisiting = world.sendRecv(ringNext(), dqVisiting, ringPrevious());
+                spare = spare == null ? null : bundle;
                 bundle = next.join();
             }
         }
@@ -221,6 +223,28 @@ public final class WallFacerAttention implements SequenceParallelAttention<RingA
         int from = teamAt(group(team) + local, placeInGroup(team) - 1) * c + local;
         INDArray dqTeam = world.sendRecv(home, dqVisiting, from);
         return new AttentionGradients(sumRows(dqTeam), sumRows(dk), sumRows(dv));
+    }
+
+    /**
+     * A second buffer of {@code block}'s shape when every rank holds as many positions (the blocks that go round
+     * a sub-ring are then of one shape), so each hop receives straight into the buffer the previous hop computed
+     * on, in slices for large blocks; null otherwise (each hop receives a new array).
+     */
+    private INDArray spareFor(INDArray block) {
+        int p = world.group().size();
+        int n = layout.positions(0, p, length).length;
+        for (int m = 1; m < p; m++) {
+            if (layout.positions(m, p, length).length != n) {
+                return null;
+            }
+        }
+        return ringSize > 1 ? Nd4j.createUninitialized(block.dataType(), block.shape(), 'c') : null;
+    }
+
+    /** One hop round the sub-ring: into {@code spare} when there is one (its previous contents are done with). */
+    private CollectiveHandle<INDArray> rotate(INDArray block, INDArray spare) {
+        return spare == null ? world.sendRecvAsync(ringNext(), block, ringPrevious())
+                : world.sendRecvAsync(ringNext(), block, ringPrevious(), spare);
     }
 
     private AttentionOutput merge(AttentionOutput acc, AttentionOutput part) {

@@ -107,6 +107,46 @@ enum CollectiveChecks {
         }
     },
 
+    /**
+     * The sum all-reduce of an array whose length P divides (a sliced reduce-scatter then all-gather, within the
+     * result) and the ring rotation into the caller's buffer, whole and with 64 KiB slices.
+     */
+    SLICED_ALL_REDUCE_AND_ROTATION {
+        @Override
+        void run(Transport t, DataType type, Path scratch) {
+            for (long slice : new long[] {RingSlices.SLICE_BYTES, 64 << 10}) {
+                slicedAllReduceAndRotation(t, type, slice);
+            }
+        }
+
+        private void slicedAllReduceAndRotation(Transport t, DataType type, long slice) {
+            int p = t.worldSize();
+            int me = t.rank();
+            long rows = 100L * p;
+            Communicator c = Communicator.world(t);
+            CollectiveHandle<INDArray> h = c.allReduceAsync(input(me, type, rows, 1024), slice);
+            INDArray out = h.join();
+            INDArray sum = Nd4j.zeros(DataType.DOUBLE, rows, 1024);
+            for (int r = 0; r < p; r++) {
+                sum.addi(input(r, type, rows, 1024).castTo(DataType.DOUBLE));
+            }
+            assertClose(sum, out, type, "sum");
+            assertEquals(2 * (p - 1) * (rows / p) * 1024 * type.width(), h.bytesSent(),
+                    "P - 1 blocks reduced, P - 1 gathered");
+            assertEquals(c.broadcast(0, out), out, "every member holds the bits of member 0");
+            INDArray into = Nd4j.create(type, 100, 1024);
+            int next = Math.floorMod(me + 1, p);
+            int previous = Math.floorMod(me - 1, p);
+            CollectiveHandle<INDArray> r = c.sendRecvAsync(next, input(me, type, 100, 1024), previous, into, slice);
+            assertSame(into, r.join(), "the rotation returns the caller's buffer");
+            assertClose(input(previous, type, 100, 1024), into, type, "the previous member's block");
+            assertEquals(p == 1 ? 0 : 100 * 1024 * type.width(), r.bytesSent(), "one block, in slices");
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> c.sendRecvAsync(next, into, previous, Nd4j.create(type, 4, 4).transpose()));
+            assertTrue(e.getMessage().contains("expected an output contiguous in C order"), e.getMessage());
+        }
+    },
+
     ALL_REDUCE {
         @Override
         void run(Transport t, DataType type, Path scratch) {
