@@ -70,7 +70,9 @@ final class TrainingTask extends AbstractFunction1<Iterator<Integer>, Iterator<S
         AeronTransportContext c = AeronTransportContext.builder().rank(rank).worldSize(tasks.length)
                 .endpoints(List.of(endpoints)).bindAddress(host)
                 .jobToken(token + "-" + ctx.stageAttemptNumber())      // a retried attempt meets only its own tasks
-                .timeout(Duration.ofMillis(timeoutMillis)).build();
+                .timeout(Duration.ofMillis(timeoutMillis))
+                .transportSettings(System.getenv())                      // ATTN4J_TRANSPORT_*, as for launched workers
+                .build();
         try (AeronTransport transport = new AeronTransport(c)) {
             SparkSequenceParallel.TaskResult result = work.run(transport, rank, s);
             Communicator.world(transport).barrier();      // no rank closes its transport while another receives

@@ -127,8 +127,8 @@ public final class AeronTransportContext {
 
     /**
      * The context a launched worker describes in its environment ({@link WorkerEnvironment}: rank, world size,
-     * peers, job token, optional timeout, external driver directory and bind address), other settings at
-     * their defaults.
+     * peers, job token, optional timeout, external driver directory and bind address) and the transport's own
+     * variables ({@link Builder#transportSettings}), other settings at their defaults.
      *
      * @param env the variables, e.g. {@code System.getenv()}
      * @throws IllegalArgumentException naming the variable that is missing or malformed
@@ -140,26 +140,7 @@ public final class AeronTransportContext {
                 .jobToken(w.jobToken()).timeout(w.timeout());
         w.aeronDir().ifPresent(b::aeronDirectory);
         w.bind().ifPresent(b::bindAddress);
-        String ipc = env.get(ENV_IPC);
-        if (ipc != null && !ipc.isBlank()) {
-            b.sameHostIpc(flag(ENV_IPC, ipc));
-        }
-        String checksums = env.get(ENV_IPC_CHECKSUMS);
-        if (checksums != null && !checksums.isBlank()) {
-            b.ipcChecksums(flag(ENV_IPC_CHECKSUMS, checksums));
-        }
-        String mtu = env.get(ENV_MTU);
-        if (mtu != null && !mtu.isBlank()) {
-            try {
-                b.mtu(Integer.parseInt(mtu.trim()));
-            } catch (NumberFormatException e) {
-                throw new IllegalArgumentException(ENV_MTU + ": expected a number of bytes, got '" + mtu + "'");
-            }
-        }
-        String idle = env.get(ENV_IDLE);
-        if (idle != null && !idle.isBlank()) {
-            b.progressIdle(ProgressIdle.parse(ENV_IDLE, idle));
-        }
+        b.transportSettings(env);
         return b.build();
     }
 
@@ -424,6 +405,38 @@ public final class AeronTransportContext {
         /** The largest array per message, bytes; default and maximum {@code Integer.MAX_VALUE}. */
         public Builder maxMessageBytes(int maxMessageBytes) {
             this.maxMessageBytes = maxMessageBytes;
+            return this;
+        }
+
+        /**
+         * Applies the transport's environment variables that are set in {@code env}: {@link #ENV_IPC},
+         * {@link #ENV_IPC_CHECKSUMS}, {@link #ENV_IDLE} and {@link #ENV_MTU} (launched workers and Spark tasks
+         * read them from their process's environment).
+         *
+         * @throws IllegalArgumentException naming the variable that is malformed
+         */
+        public Builder transportSettings(Map<String, String> env) {
+            String ipc = env.get(ENV_IPC);
+            if (ipc != null && !ipc.isBlank()) {
+                sameHostIpc(flag(ENV_IPC, ipc));
+            }
+            String checksums = env.get(ENV_IPC_CHECKSUMS);
+            if (checksums != null && !checksums.isBlank()) {
+                ipcChecksums(flag(ENV_IPC_CHECKSUMS, checksums));
+            }
+            String datagram = env.get(ENV_MTU);
+            if (datagram != null && !datagram.isBlank()) {
+                try {
+                    mtu(Integer.parseInt(datagram.trim()));
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException(ENV_MTU + ": expected a number of bytes, got '" + datagram
+                            + "'");
+                }
+            }
+            String idle = env.get(ENV_IDLE);
+            if (idle != null && !idle.isBlank()) {
+                progressIdle(ProgressIdle.parse(ENV_IDLE, idle));
+            }
             return this;
         }
 
