@@ -70,7 +70,7 @@ final class Exchange<T> {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
         int peer = group.rank(index);
-        CompletableFuture<Void> f = transport.send(peer, CollectiveTags.tag(channel, call, phase), array);
+        CompletableFuture<Void> f = transport.send(peer, CollectiveTags.tag(channel, call, phase), array, executor);
         if (peer != transport.rank()) {
             // Counted as the transport counts: payload bytes, sends to self excluded.
             long bytes = array.length() * array.dataType().width();
@@ -102,13 +102,7 @@ final class Exchange<T> {
         if (result.isDone()) {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
-        CompletableFuture<INDArray> f = transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase));
-        f.whenComplete((v, e) -> {
-            if (e != null) {
-                fail(e);
-            }
-        });
-        return f.thenApplyAsync(Function.identity(), executor);
+        return receiveInto(index, phase, null);
     }
 
     /**
@@ -119,14 +113,15 @@ final class Exchange<T> {
         if (result.isDone()) {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
+        // Completes on this call's executor straight from the transport (or at once, when the message was there).
         CompletableFuture<INDArray> f = transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase),
-                into);
+                into, executor);
         f.whenComplete((v, e) -> {
             if (e != null) {
                 fail(e);
             }
         });
-        return f.thenApplyAsync(Function.identity(), executor);
+        return f;
     }
 
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */

@@ -14,6 +14,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
+import java.util.Objects;
+import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -346,6 +348,12 @@ public final class AeronTransport implements Transport {
 
     @Override
     public CompletableFuture<Void> send(int peer, int tag, INDArray array) {
+        return send(peer, tag, array, TransportThreads.completer());
+    }
+
+    @Override
+    public CompletableFuture<Void> send(int peer, int tag, INDArray array, Executor completion) {
+        Objects.requireNonNull(completion, "completion");
         checkPeerAndTag("send", peer, tag);
         ArrayBytes.checkSendable("AeronTransport.send", array, context.maxMessageBytes());
         if (closed.get()) {
@@ -363,7 +371,7 @@ public final class AeronTransport implements Transport {
         traffic.record(peer, tag, ArrayBytes.byteLength(array));
         INDArray source = ArrayBytes.contiguous(array);
         SenderAgent.Outgoing m = new SenderAgent.Outgoing(peer, tag, source, ArrayBytes.bytes(source),
-                MessageDescriptor.dtypeCode(source.dataType()), source.shape());
+                MessageDescriptor.dtypeCode(source.dataType()), source.shape(), completion);
         if (sender.trySendInline(m)) {
             // Copied into the log on this thread, beside the progress thread's work (or queued part way).
             if (!m.future.isDone()) {
@@ -393,7 +401,13 @@ public final class AeronTransport implements Transport {
         if (into == null) {
             throw new IllegalArgumentException("AeronTransport.receive: the array to receive into is null");
         }
-        return post(mailbox.receive(peer, tag, into));
+        return post(mailbox.receive(peer, tag, into, TransportThreads.completer()));
+    }
+
+    @Override
+    public CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
+        checkPeerAndTag("receive", peer, tag);
+        return post(mailbox.receive(peer, tag, into, Objects.requireNonNull(completion, "completion")));
     }
 
     /** A receive still waiting wakes the progress thread, which then polls closely for its message. */

@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.Objects;
+import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -99,13 +101,19 @@ public final class InJvmTransport implements Transport {
         if (into == null) {
             throw new IllegalArgumentException("InJvmTransport.receive: the array to receive into is null");
         }
-        return mailbox.receive(peer, tag, into);
+        return mailbox.receive(peer, tag, into, TransportThreads.completer());
     }
 
     @Override
     public CompletableFuture<INDArray> receive(int peer, int tag) {
         checkPeerAndTag("receive", peer, tag);
         return mailbox.receive(peer, tag);
+    }
+
+    @Override
+    public CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
+        checkPeerAndTag("receive", peer, tag);
+        return mailbox.receive(peer, tag, into, Objects.requireNonNull(completion, "completion"));
     }
 
     @Override

@@ -22,9 +22,10 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * for messages, matched first-in first-out per (source, tag). It also owns the deadlines of waiting receives and
  * fails them when their peer fails or the transport closes.
  *
- * <p>Thread-safe. Matching happens under one lock; futures complete outside it, on {@link TransportThreads}'s
- * completer, except a receive that finds its message already there, which completes before it returns (no
- * continuation can be attached yet, so nothing runs on the caller's thread by surprise).
+ * <p>Thread-safe. Matching happens under one lock; futures complete outside it, on the executor each receive
+ * names ({@link TransportThreads}'s completer by default), except a receive that finds its message already
+ * there, which completes before it returns (no continuation can be attached yet, so nothing runs on the
+ * caller's thread by surprise).
  */
 final class Mailbox {
 
@@ -36,12 +37,15 @@ final class Mailbox {
         final INDArray into;
         final long startNs = System.nanoTime();
         final CompletableFuture<INDArray> future = new CompletableFuture<>();
+        /** Where the future completes. */
+        final Executor completion;
         ScheduledFuture<?> deadline;
 
-        Waiter(int peer, int tag, INDArray into) {
+        Waiter(int peer, int tag, INDArray into, Executor completion) {
             this.peer = peer;
             this.tag = tag;
             this.into = into;
+            this.completion = completion;
         }
 
         /** The caller's array the message is being written into (see {@link #claim}). */
@@ -52,7 +56,6 @@ final class Mailbox {
 
     private final int rank;
     private final Duration timeout;
-    private final Executor completer = TransportThreads.completer();
     /** Per (source, tag): arrived arrays, or the {@link TransportException} of a message that arrived damaged. */
     private final Map<Long, ArrayDeque<Object>> arrived = new HashMap<>();
     private final Map<Long, ArrayDeque<Waiter>> waiting = new HashMap<>();
@@ -76,14 +79,15 @@ final class Mailbox {
 
     /** The next message from {@code peer} under {@code tag}; see {@link Transport#receive}. */
     CompletableFuture<INDArray> receive(int peer, int tag) {
-        return receive(peer, tag, null);
+        return receive(peer, tag, null, TransportThreads.completer());
     }
 
     /**
-     * As {@link #receive(int, int)}, the elements written into {@code into} (null: a new array); see
-     * {@link Transport#receive(int, int, INDArray)}.
+     * As {@link #receive(int, int)}, the elements written into {@code into} (null: a new array), the future
+     * completing on {@code completion} (or completed at once, when the message is already here); see
+     * {@link Transport#receive(int, int, INDArray, Executor)}.
      */
-    CompletableFuture<INDArray> receive(int peer, int tag, INDArray into) {
+    CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
         Waiter w;
         Object item = null;
         synchronized (this) {
@@ -117,9 +121,9 @@ final class Mailbox {
             ArrayDeque<Object> queue = arrived.get(key(peer, tag));
             if (queue != null && !queue.isEmpty()) {
                 // Arrived between the two locks: take it as above.
-                return receive(peer, tag, into);
+                return receive(peer, tag, into, completion);
             }
-            w = new Waiter(peer, tag, into);
+            w = new Waiter(peer, tag, into, completion);
             waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
             waiters++;
             // Scheduled under the lock so that a delivery cannot complete w before its deadline exists.
@@ -155,7 +159,7 @@ final class Mailbox {
         }
         Waiter matched = w;
         if (item instanceof INDArray a) {
-            completer.execute(() -> {
+            matched.completion.execute(() -> {
                 if (matched.into == null || matched.into == a) {
                     matched.future.complete(a);
                     return;
@@ -167,7 +171,7 @@ final class Mailbox {
                 }
             });
         } else {
-            completer.execute(() -> matched.future.completeExceptionally((Throwable) item));
+            matched.completion.execute(() -> matched.future.completeExceptionally((Throwable) item));
         }
     }
 
@@ -202,7 +206,7 @@ final class Mailbox {
         }
         for (Waiter w : failed) {
             w.deadline.cancel(false);
-            completer.execute(() -> w.future.completeExceptionally(new PeerFailedException(rank, peer, w.tag,
+            w.completion.execute(() -> w.future.completeExceptionally(new PeerFailedException(rank, peer, w.tag,
                     reason)));
         }
         return true;
@@ -238,7 +242,7 @@ final class Mailbox {
                 return;                                  // failed already (peer failure or close)
             }
         }
-        completer.execute(() -> {
+        w.completion.execute(() -> {
             if (failure == null) {
                 w.future.complete(w.into);
             } else {
@@ -292,7 +296,7 @@ final class Mailbox {
         }
         for (Waiter w : failed) {
             w.deadline.cancel(false);
-            completer.execute(() -> w.future.completeExceptionally(closed(w.peer, w.tag)));
+            w.completion.execute(() -> w.future.completeExceptionally(closed(w.peer, w.tag)));
         }
     }
 
@@ -305,7 +309,7 @@ final class Mailbox {
             waiters--;
         }
         Duration waited = Duration.ofNanos(System.nanoTime() - w.startNs);
-        completer.execute(() -> w.future.completeExceptionally(new PeerTimeoutException(rank, w.peer, w.tag, waited,
+        w.completion.execute(() -> w.future.completeExceptionally(new PeerTimeoutException(rank, w.peer, w.tag, waited,
                 "receive")));
     }
 

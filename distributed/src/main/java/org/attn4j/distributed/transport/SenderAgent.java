@@ -7,6 +7,7 @@ import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
@@ -52,6 +53,8 @@ final class SenderAgent implements Agent {
         final byte dtype;
         final long[] shape;
         final CompletableFuture<Void> future = new CompletableFuture<>();
+        /** Where {@link #future} completes when the progress thread finishes or fails the send. */
+        final Executor completion;
         long sequence = -1;
         int chunkCount;
         int nextChunk;
@@ -59,13 +62,14 @@ final class SenderAgent implements Agent {
         int chunkLength;
         boolean chunkReady;
 
-        Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape) {
+        Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape, Executor completion) {
             this.peer = peer;
             this.tag = tag;
             this.array = array;
             this.bytes = bytes;
             this.dtype = dtype;
             this.shape = shape;
+            this.completion = completion;
         }
     }
 
@@ -417,7 +421,7 @@ final class SenderAgent implements Agent {
                 if (++m.nextChunk == m.chunkCount) {
                     link.queue.poll();
                     link.pending.decrementAndGet();
-                    TransportThreads.completer().execute(() -> m.future.complete(null));
+                    m.completion.execute(() -> m.future.complete(null));
                 }
             } else if (retryable(result)) {
                 refusedOffers.incrementAndGet();
@@ -596,7 +600,7 @@ final class SenderAgent implements Agent {
     }
 
     private static void fail(Outgoing m, TransportException e) {
-        TransportThreads.completer().execute(() -> m.future.completeExceptionally(e));
+        m.completion.execute(() -> m.future.completeExceptionally(e));
     }
 
     private TransportClosedException closed(Outgoing m, String reason) {

@@ -2,6 +2,8 @@ package org.attn4j.distributed.transport;
 
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.function.Function;
 
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -13,9 +15,9 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * zero length and rank 0) travel with their type and shape; FLOAT and DOUBLE are the types the algorithms use,
  * HALF, BFLOAT16, INT and LONG are carried too.
  *
- * <p>Futures complete on a transport completion thread, never on the thread that polls the network, so a
- * continuation attached with {@code thenApply} and friends may compute or even block without stalling
- * delivery; it does occupy a pooled thread while it runs.
+ * <p>Futures complete on a transport completion thread (or on the executor the call names), never on the
+ * thread that polls the network, so a continuation attached with {@code thenApply} and friends may compute or
+ * even block without stalling delivery; it does occupy a pooled thread while it runs.
  *
  * <p>Failure is never a hang: a future that cannot complete within {@link #timeout()} fails with a
  * {@link TransportException} naming this rank, the peer, the tag and how long it waited; a peer that dies
@@ -73,6 +75,26 @@ public interface Transport extends AutoCloseable {
             throw new IllegalArgumentException("Transport.receive: the array to receive into is null");
         }
         return receive(peer, tag).thenApply(a -> Mailbox.copyInto(a, into, peer, tag));
+    }
+
+    /**
+     * As {@link #send(int, int, INDArray)}, the future completing on {@code completion} (or already complete
+     * when it returns): for callers whose continuations run on an executor of their own, one thread hand-off
+     * fewer than through the transport's completion thread. {@code completion} must hand each task to another
+     * thread (it may be called from the thread that polls the network).
+     */
+    default CompletableFuture<Void> send(int peer, int tag, INDArray array, Executor completion) {
+        return send(peer, tag, array).thenApplyAsync(Function.identity(), completion);
+    }
+
+    /**
+     * As {@link #receive(int, int, INDArray)} ({@link #receive(int, int)} when {@code into} is null), the future
+     * completing on {@code completion} (or already complete when it returns); see
+     * {@link #send(int, int, INDArray, Executor)}.
+     */
+    default CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
+        return (into == null ? receive(peer, tag) : receive(peer, tag, into)).thenApplyAsync(Function.identity(),
+                completion);
     }
 
     /** Bytes this rank has sent, per peer and per tag (payload bytes of arrays, not headers). */

@@ -117,6 +117,33 @@ class TransportConformanceTest {
     @ParameterizedTest
     @EnumSource(Kind.class)
     @Timeout(30)
+    void completesOnTheExecutorTheCallNames(Kind kind) throws Exception {
+        java.util.concurrent.ExecutorService mine = java.util.concurrent.Executors.newSingleThreadExecutor(
+                r -> new Thread(r, "caller-executor"));
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
+            // Posted before the message exists: the transport completes it, on the named executor.
+            CompletableFuture<INDArray> received = c.rank(1).receive(0, 31, null, mine);
+            CompletableFuture<String> where = received.thenApply(a -> Thread.currentThread().getName());
+            CompletableFuture<Void> sent = c.rank(0).send(1, 31, pattern(DataType.FLOAT, new long[] {3 << 18}, 31),
+                    mine);
+            assertEquals("caller-executor", get(where));
+            assertSameArray(pattern(DataType.FLOAT, new long[] {3 << 18}, 31), get(received));
+            get(sent);
+            // Into the caller's array as well.
+            INDArray into = Nd4j.create(DataType.DOUBLE, 4);
+            CompletableFuture<String> intoWhere = c.rank(1).receive(0, 32, into, mine)
+                    .thenApply(a -> Thread.currentThread().getName());
+            get(c.rank(0).send(1, 32, pattern(DataType.DOUBLE, new long[] {4}, 32), mine));
+            assertEquals("caller-executor", get(intoWhere));
+            assertSameArray(pattern(DataType.DOUBLE, new long[] {4}, 32), into);
+        } finally {
+            mine.shutdownNow();
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Kind.class)
+    @Timeout(30)
     void carriesZeroLengthAndScalarArrays(Kind kind) throws Exception {
         try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
             INDArray[] arrays = {
