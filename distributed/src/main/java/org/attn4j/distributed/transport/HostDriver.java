@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import java.util.function.Supplier;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import io.aeron.AeronCounters;
@@ -202,16 +203,30 @@ final class HostDriver {
         return n.get();
     }
 
+    /** The lock file of a host driver directory, or of one rank in it. */
+    private static final Pattern LOCK_FILE = Pattern.compile(
+            "(attn4j-[0-9a-f]{16}-host[0-9a-f]{8})(\\.rank\\d+)?\\.lock");
+
     /**
      * Deletes host driver directories (and their lock files) of jobs that ended without closing them: not
-     * modified for a minute and no live driver in them.
+     * modified for a minute and no live driver in them; and lock files a minute old whose directory is gone (a
+     * rank killed after its job's driver had stopped could not delete its own).
      */
     static void removeStale(File root, long driverTimeoutMs) {
+        long now = System.currentTimeMillis();
+        File[] orphans = root.listFiles((d, name) -> {
+            Matcher m = LOCK_FILE.matcher(name);
+            return m.matches() && !new File(d, m.group(1)).exists();
+        });
+        for (File lock : orphans == null ? new File[0] : orphans) {
+            if (now - lock.lastModified() > STALE_MS) {
+                IoUtil.delete(lock, true);
+            }
+        }
         File[] dirs = root.listFiles((d, name) -> DIRECTORY.matcher(name).matches());
         if (dirs == null) {
             return;
         }
-        long now = System.currentTimeMillis();
         for (File dir : dirs) {
             if (now - dir.lastModified() > STALE_MS && !CommonContext.isDriverActive(dir, driverTimeoutMs, s -> { })) {
                 LOG.info("removing the host driver directory {} of a job that no longer runs", dir);

@@ -254,6 +254,29 @@ class AeronTransportTest {
 
     @Test
     @Timeout(10)
+    void lockFilesOfAJobWhoseDriverIsGoneAreRemovedAfterAMinute(@org.junit.jupiter.api.io.TempDir java.nio.file.Path
+            root) throws Exception {
+        java.io.File old = root.resolve("attn4j-0123456789abcdef-host89abcdef.rank2.lock").toFile();
+        java.io.File recent = root.resolve("attn4j-0123456789abcdef-host89abcdef.rank3.lock").toFile();
+        java.io.File live = root.resolve("attn4j-fedcba9876543210-host89abcdef.rank1.lock").toFile();
+        java.io.File other = root.resolve("not-attn4j-0123456789abcdef-host89abcdef.lock").toFile();
+        for (java.io.File f : new java.io.File[] {old, recent, live, other}) {
+            assertTrue(f.createNewFile());
+        }
+        assertTrue(root.resolve("attn4j-fedcba9876543210-host89abcdef").toFile().mkdir(), "a running job's driver");
+        long twoMinutesAgo = System.currentTimeMillis() - 120_000;
+        for (java.io.File f : new java.io.File[] {old, live, other}) {
+            assertTrue(f.setLastModified(twoMinutesAgo));
+        }
+        HostDriver.removeStale(root.toFile(), 1000);
+        assertFalse(old.exists(), "an old lock file whose driver directory is gone");
+        assertTrue(recent.exists(), "a recent one may belong to a job starting now");
+        assertTrue(live.exists(), "its job's driver directory exists");
+        assertTrue(other.exists(), "not attn4j's");
+    }
+
+    @Test
+    @Timeout(10)
     void theUdpMtuFollowsTheLinkUnlessSet() {
         // A link's MTU less the IP and UDP headers, to a multiple of 32, within Aeron's 1408..65504.
         assertEquals(1472, AeronTransportContext.Builder.udpMtu(1500, false));
