@@ -97,7 +97,12 @@ public final class Communicator {
         return new Communicator(transport, group, channel, DEFAULT_EXECUTOR);
     }
 
-    /** As {@link #of(Transport, Group, int)}, running continuations (and reductions) on {@code executor}. */
+    /**
+     * As {@link #of(Transport, Group, int)}, running continuations (and reductions) on {@code executor}. The
+     * transport completes this communicator's messages on it, from its own threads: the executor must run each
+     * task on a thread of its own (a pool, not the caller's thread); tasks it refuses run on the transport's
+     * completion thread instead.
+     */
     public static Communicator of(Transport transport, Group group, int channel, Executor executor) {
         return new Communicator(transport, group, channel, executor);
     }

@@ -113,7 +113,8 @@ final class Exchange<T> {
         if (result.isDone()) {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
-        // Completes on this call's executor straight from the transport (or at once, when the message was there).
+        // Completes on this call's executor straight from the transport; a message that was already there
+        // completes at once, and its continuations are handed to the executor too (not run by the caller).
         CompletableFuture<INDArray> f = transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase),
                 into, executor);
         f.whenComplete((v, e) -> {
@@ -121,7 +122,7 @@ final class Exchange<T> {
                 fail(e);
             }
         });
-        return f;
+        return f.isDone() ? f.thenApplyAsync(Function.identity(), executor) : f;
     }
 
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */

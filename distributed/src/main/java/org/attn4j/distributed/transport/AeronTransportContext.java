@@ -20,13 +20,13 @@ import org.attn4j.distributed.launch.WorkerEnvironment;
  *
  * <p>Defaults: bind to loopback, timeout 60 s, heartbeat every min(1 s, timeout / 4), chunks of 1 MiB, terms of
  * 16 MiB, socket buffers and receiver window of 4 MiB, and an embedded media driver unless an Aeron directory is
- * given. The MTU (the largest datagram Aeron sends over UDP) is 65504 when every endpoint is a loopback address;
- * otherwise it follows the link: the MTU of this host's network interface that carries this rank's endpoint
- * address, less the IP and UDP headers, rounded down to a multiple of 32 (1472 on a 1500-byte Ethernet link,
- * 8960 with 9000-byte jumbo frames), and Aeron's default of 1408 when no local interface has that address. Each
- * datagram costs a system call on either side, so jumbo frames carry UDP several times faster; a path whose MTU
- * is smaller than this host's link makes the kernel fragment every datagram, and {@link #ENV_MTU} (or
- * {@link Builder#mtu}) sets the MTU explicitly.
+ * given. The MTU (the largest datagram Aeron sends over UDP) is 65504 when every endpoint is a loopback address,
+ * otherwise Aeron's default of 1408, which fits any Ethernet path. Each datagram costs a system call on either
+ * side, so jumbo frames carry UDP several times faster: {@link Builder#mtuFromLink} ({@link #ENV_MTU}{@code =link})
+ * takes the MTU of this host's network interface that carries this rank's endpoint address, less the IP and UDP
+ * headers, rounded down to a multiple of 32 (8960 with 9000-byte jumbo frames; at most the receiver window). Only
+ * where every host and switch port on the path has that MTU: Linux sends UDP with the don't-fragment flag, and a
+ * switch with a smaller MTU drops such frames without a word, so the peers would connect and no data arrive.
  */
 public final class AeronTransportContext {
 
@@ -82,7 +82,10 @@ public final class AeronTransportContext {
     /** Aeron's largest MTU. */
     static final int MAX_MTU = 65504;
 
-    /** Environment variable: the UDP MTU, a multiple of 32 from 1408 to 65504 (default: from the link). */
+    /**
+     * Environment variable: the UDP MTU, a multiple of 32 from 1408 to 65504, or {@code link} for the MTU of the
+     * rank's network interface ({@link Builder#mtuFromLink}); default 1408 off loopback.
+     */
     public static final String ENV_MTU = "ATTN4J_TRANSPORT_MTU";
     /** Environment variable: how the progress thread waits, {@code spin}, {@code yield} or {@code park}. */
     public static final String ENV_IDLE = "ATTN4J_TRANSPORT_IDLE";
@@ -338,6 +341,7 @@ public final class AeronTransportContext {
         private int maxMessageBytes = Integer.MAX_VALUE;
         private int termLength = 16 << 20;
         private int mtu;
+        private boolean mtuFromLink;
         private int socketBufferBytes = 4 << 20;
         private int receiverWindowBytes = 4 << 20;
         private String aeronDirectory;
@@ -426,11 +430,20 @@ public final class AeronTransportContext {
             }
             String datagram = env.get(ENV_MTU);
             if (datagram != null && !datagram.isBlank()) {
-                try {
-                    mtu(Integer.parseInt(datagram.trim()));
-                } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException(ENV_MTU + ": expected a number of bytes, got '" + datagram
-                            + "'");
+                if (datagram.trim().equalsIgnoreCase("link")) {
+                    mtuFromLink();
+                } else {
+                    int bytes;
+                    try {
+                        bytes = Integer.parseInt(datagram.trim());
+                    } catch (NumberFormatException e) {
+                        bytes = 0;
+                    }
+                    if (bytes <= 0) {
+                        throw new IllegalArgumentException(ENV_MTU + ": expected a number of bytes or 'link', got '"
+                                + datagram + "'");
+                    }
+                    mtu(bytes);
                 }
             }
             String idle = env.get(ENV_IDLE);
@@ -449,6 +462,17 @@ public final class AeronTransportContext {
         /** Aeron MTU, a multiple of 32 from 1408 to 65504; default by endpoint (see the class comment). */
         public Builder mtu(int mtu) {
             this.mtu = mtu;
+            return this;
+        }
+
+        /**
+         * The MTU of the network interface that carries this rank's endpoint address, less the IP and UDP
+         * headers, rounded down to a multiple of 32 and at most the receiver window (1408 when no local interface
+         * has that address, 65504 when every endpoint is a loopback address); for networks whose every host and
+         * switch port has that MTU (see the class comment). An explicit {@link #mtu} wins.
+         */
+        public Builder mtuFromLink() {
+            this.mtuFromLink = true;
             return this;
         }
 
@@ -563,7 +587,8 @@ public final class AeronTransportContext {
                 throw bad("max message bytes is " + maxMessageBytes + "; it must not be negative");
             }
             int effectiveMtu = mtu != 0 ? mtu : allLoopback(trimmed) ? MAX_MTU
-                    : isLoopback(hostOf(trimmed.get(rank))) ? DEFAULT_MTU : linkMtu(hostOf(trimmed.get(rank)));
+                    : !mtuFromLink || isLoopback(hostOf(trimmed.get(rank))) ? DEFAULT_MTU
+                    : Math.max(DEFAULT_MTU, Math.min(linkMtu(hostOf(trimmed.get(rank))), receiverWindowBytes & ~31));
             if (effectiveMtu % 32 != 0 || effectiveMtu < DEFAULT_MTU || effectiveMtu > MAX_MTU) {
                 throw bad("mtu is " + effectiveMtu + "; it must be a multiple of 32 from " + DEFAULT_MTU + " to "
                         + MAX_MTU);

@@ -4,6 +4,7 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
 import java.nio.file.Files;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
@@ -203,6 +204,19 @@ final class HostDriver {
         return n.get();
     }
 
+    /** Deletes {@code lock} unless a live process holds a lock on it. */
+    private static void deleteIfUnlocked(File lock) {
+        try (FileChannel channel = FileChannel.open(lock.toPath(), StandardOpenOption.WRITE)) {
+            FileLock held = channel.tryLock();
+            if (held != null) {
+                Files.deleteIfExists(lock.toPath());           // on Linux a lock does not keep a file from deletion
+                held.release();
+            }
+        } catch (IOException | OverlappingFileLockException e) {
+            LOG.debug("left {} in place: {}", lock, e.toString());
+        }
+    }
+
     /** The lock file of a host driver directory, or of one rank in it. */
     private static final Pattern LOCK_FILE = Pattern.compile(
             "(attn4j-[0-9a-f]{16}-host[0-9a-f]{8})(\\.rank\\d+)?\\.lock");
@@ -220,7 +234,7 @@ final class HostDriver {
         });
         for (File lock : orphans == null ? new File[0] : orphans) {
             if (now - lock.lastModified() > STALE_MS) {
-                IoUtil.delete(lock, true);
+                deleteIfUnlocked(lock);
             }
         }
         File[] dirs = root.listFiles((d, name) -> DIRECTORY.matcher(name).matches());

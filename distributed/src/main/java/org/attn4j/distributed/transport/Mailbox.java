@@ -159,7 +159,7 @@ final class Mailbox {
         }
         Waiter matched = w;
         if (item instanceof INDArray a) {
-            matched.completion.execute(() -> {
+            TransportThreads.complete(matched.completion, () -> {
                 if (matched.into == null || matched.into == a) {
                     matched.future.complete(a);
                     return;
@@ -171,7 +171,7 @@ final class Mailbox {
                 }
             });
         } else {
-            matched.completion.execute(() -> matched.future.completeExceptionally((Throwable) item));
+            TransportThreads.complete(matched.completion, () -> matched.future.completeExceptionally((Throwable) item));
         }
     }
 
@@ -206,8 +206,8 @@ final class Mailbox {
         }
         for (Waiter w : failed) {
             w.deadline.cancel(false);
-            w.completion.execute(() -> w.future.completeExceptionally(new PeerFailedException(rank, peer, w.tag,
-                    reason)));
+            TransportThreads.complete(w.completion, () -> w.future.completeExceptionally(
+                    new PeerFailedException(rank, peer, w.tag, reason)));
         }
         return true;
     }
@@ -242,7 +242,7 @@ final class Mailbox {
                 return;                                  // failed already (peer failure or close)
             }
         }
-        w.completion.execute(() -> {
+        TransportThreads.complete(w.completion, () -> {
             if (failure == null) {
                 w.future.complete(w.into);
             } else {
@@ -296,7 +296,7 @@ final class Mailbox {
         }
         for (Waiter w : failed) {
             w.deadline.cancel(false);
-            w.completion.execute(() -> w.future.completeExceptionally(closed(w.peer, w.tag)));
+            TransportThreads.complete(w.completion, () -> w.future.completeExceptionally(closed(w.peer, w.tag)));
         }
     }
 
@@ -309,8 +309,8 @@ final class Mailbox {
             waiters--;
         }
         Duration waited = Duration.ofNanos(System.nanoTime() - w.startNs);
-        w.completion.execute(() -> w.future.completeExceptionally(new PeerTimeoutException(rank, w.peer, w.tag, waited,
-                "receive")));
+        TransportThreads.complete(w.completion, () -> w.future.completeExceptionally(
+                new PeerTimeoutException(rank, w.peer, w.tag, waited, "receive")));
     }
 
     private TransportClosedException closed(int peer, int tag) {

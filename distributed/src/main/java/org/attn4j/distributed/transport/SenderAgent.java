@@ -62,7 +62,8 @@ final class SenderAgent implements Agent {
         int chunkLength;
         boolean chunkReady;
 
-        Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape, Executor completion) {
+        Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape,
+                 Executor completion) {
             this.peer = peer;
             this.tag = tag;
             this.array = array;
@@ -421,7 +422,7 @@ final class SenderAgent implements Agent {
                 if (++m.nextChunk == m.chunkCount) {
                     link.queue.poll();
                     link.pending.decrementAndGet();
-                    m.completion.execute(() -> m.future.complete(null));
+                    TransportThreads.complete(m.completion, () -> m.future.complete(null));
                 }
             } else if (retryable(result)) {
                 refusedOffers.incrementAndGet();
@@ -600,7 +601,7 @@ final class SenderAgent implements Agent {
     }
 
     private static void fail(Outgoing m, TransportException e) {
-        m.completion.execute(() -> m.future.completeExceptionally(e));
+        TransportThreads.complete(m.completion, () -> m.future.completeExceptionally(e));
     }
 
     private TransportClosedException closed(Outgoing m, String reason) {

@@ -3,7 +3,6 @@ package org.attn4j.distributed.transport;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
-import java.util.function.Function;
 
 import org.nd4j.linalg.api.ndarray.INDArray;
 
@@ -84,7 +83,7 @@ public interface Transport extends AutoCloseable {
      * thread (it may be called from the thread that polls the network).
      */
     default CompletableFuture<Void> send(int peer, int tag, INDArray array, Executor completion) {
-        return send(peer, tag, array).thenApplyAsync(Function.identity(), completion);
+        return TransportThreads.handOff(send(peer, tag, array), completion);
     }
 
     /**
@@ -93,8 +92,7 @@ public interface Transport extends AutoCloseable {
      * {@link #send(int, int, INDArray, Executor)}.
      */
     default CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
-        return (into == null ? receive(peer, tag) : receive(peer, tag, into)).thenApplyAsync(Function.identity(),
-                completion);
+        return TransportThreads.handOff(into == null ? receive(peer, tag) : receive(peer, tag, into), completion);
     }
 
     /** Bytes this rank has sent, per peer and per tag (payload bytes of arrays, not headers). */

@@ -1,8 +1,10 @@
 package org.attn4j.distributed.transport;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
@@ -25,6 +27,37 @@ final class TransportThreads {
     /** Where futures complete. */
     static Executor completer() {
         return COMPLETER;
+    }
+
+    /**
+     * Runs {@code task} (the completion of a future) on {@code executor}, or on {@link #completer()} when the
+     * executor refuses it (shut down): a future must complete somewhere, or its caller would wait forever.
+     */
+    static void complete(Executor executor, Runnable task) {
+        try {
+            executor.execute(task);
+        } catch (RejectedExecutionException e) {
+            COMPLETER.execute(task);
+        }
+    }
+
+    /**
+     * {@code f} as it is when already complete, else a future that completes as {@code f} does, on
+     * {@code executor} (see {@link #complete}).
+     */
+    static <T> CompletableFuture<T> handOff(CompletableFuture<T> f, Executor executor) {
+        if (f.isDone()) {
+            return f;
+        }
+        CompletableFuture<T> handed = new CompletableFuture<>();
+        f.whenComplete((v, e) -> complete(executor, () -> {
+            if (e != null) {
+                handed.completeExceptionally(e);
+            } else {
+                handed.complete(v);
+            }
+        }));
+        return handed;
     }
 
     /** Where deadlines fire; its tasks must only hand work to {@link #completer()}. */

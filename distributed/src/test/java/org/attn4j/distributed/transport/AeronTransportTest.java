@@ -277,24 +277,44 @@ class AeronTransportTest {
 
     @Test
     @Timeout(10)
-    void theUdpMtuFollowsTheLinkUnlessSet() {
+    void theUdpMtuIsAerons1408OffLoopbackAndFollowsTheLinkOnlyWhenAsked() throws Exception {
         // A link's MTU less the IP and UDP headers, to a multiple of 32, within Aeron's 1408..65504.
         assertEquals(1472, AeronTransportContext.Builder.udpMtu(1500, false));
         assertEquals(8960, AeronTransportContext.Builder.udpMtu(9000, false));
         assertEquals(8928, AeronTransportContext.Builder.udpMtu(9000, true));
         assertEquals(65504, AeronTransportContext.Builder.udpMtu(65536, false));
         assertEquals(1408, AeronTransportContext.Builder.udpMtu(1280, true));
-        // The loopback interface (MTU 65536 on Linux) carries 127.0.0.1; no local interface has 192.0.2.1.
+        // The loopback interface (MTU 65536 on Linux) carries 127.0.0.1; no local interface has 198.51.100.1.
         assertEquals(65504, AeronTransportContext.Builder.linkMtu("127.0.0.1"));
-        assertEquals(1408, AeronTransportContext.Builder.linkMtu("192.0.2.1"));
+        assertEquals(1408, AeronTransportContext.Builder.linkMtu("198.51.100.1"));
         Map<String, String> env = new HashMap<>();
         env.put(WorkerEnvironment.RANK, "0");
         env.put(WorkerEnvironment.WORLD_SIZE, "2");
-        env.put(WorkerEnvironment.PEERS, "127.0.0.1:40001,192.0.2.1:40002");
         env.put(WorkerEnvironment.JOB_TOKEN, "secret-token-of-the-test-job");
-        assertEquals(1408, AeronTransportContext.fromEnvironment(env).mtu(), "loopback says nothing of the link out");
         env.put(WorkerEnvironment.PEERS, "127.0.0.1:40001,127.0.0.1:40002");
         assertEquals(65504, AeronTransportContext.fromEnvironment(env).mtu(), "all on loopback");
+        // This host's own non-loopback address, if it has one: 1408 unless the link is asked for.
+        java.util.Optional<java.net.InterfaceAddress> own = java.util.Collections.list(
+                java.net.NetworkInterface.getNetworkInterfaces()).stream().filter(n -> {
+                    try {
+                        return n.isUp() && !n.isLoopback();
+                    } catch (java.net.SocketException ex) {
+                        return false;
+                    }
+                }).flatMap(n -> n.getInterfaceAddresses().stream())
+                .filter(a -> a.getAddress() instanceof java.net.Inet4Address).findFirst();
+        if (own.isPresent()) {
+            java.net.InetAddress address = own.get().getAddress();
+            env.put(WorkerEnvironment.PEERS, address.getHostAddress() + ":40001,198.51.100.1:40002");
+            assertEquals(1408, AeronTransportContext.fromEnvironment(env).mtu(), "Aeron's default off loopback");
+            env.put(AeronTransportContext.ENV_MTU, "link");
+            int expected = AeronTransportContext.Builder.udpMtu(
+                    java.net.NetworkInterface.getByInetAddress(address).getMTU(), false);
+            assertEquals(expected, AeronTransportContext.fromEnvironment(env).mtu(), "the link of " + address);
+        }
+        env.put(WorkerEnvironment.PEERS, "127.0.0.1:40001,198.51.100.1:40002");
+        env.put(AeronTransportContext.ENV_MTU, "link");
+        assertEquals(1408, AeronTransportContext.fromEnvironment(env).mtu(), "loopback says nothing of the link out");
         env.put(AeronTransportContext.ENV_MTU, "8960");
         assertEquals(8960, AeronTransportContext.fromEnvironment(env).mtu());
         env.put(AeronTransportContext.ENV_MTU, "9000");
@@ -302,9 +322,12 @@ class AeronTransportTest {
                 () -> AeronTransportContext.fromEnvironment(env));
         assertEquals("AeronTransportContext: mtu is 9000; it must be a multiple of 32 from 1408 to 65504",
                 e.getMessage());
-        env.put(AeronTransportContext.ENV_MTU, "jumbo");
-        e = assertThrows(IllegalArgumentException.class, () -> AeronTransportContext.fromEnvironment(env));
-        assertEquals("ATTN4J_TRANSPORT_MTU: expected a number of bytes, got 'jumbo'", e.getMessage());
+        for (String bad : new String[] {"jumbo", "0"}) {
+            env.put(AeronTransportContext.ENV_MTU, bad);
+            e = assertThrows(IllegalArgumentException.class, () -> AeronTransportContext.fromEnvironment(env));
+            assertEquals("ATTN4J_TRANSPORT_MTU: expected a number of bytes or 'link', got '" + bad + "'",
+                    e.getMessage());
+        }
     }
 
     @Test

@@ -136,6 +136,12 @@ class TransportConformanceTest {
             get(c.rank(0).send(1, 32, pattern(DataType.DOUBLE, new long[] {4}, 32), mine));
             assertEquals("caller-executor", get(intoWhere));
             assertSameArray(pattern(DataType.DOUBLE, new long[] {4}, 32), into);
+            // An executor that refuses (shut down): the futures still complete, on the transport's own thread.
+            java.util.concurrent.ExecutorService closed = java.util.concurrent.Executors.newSingleThreadExecutor();
+            closed.shutdown();
+            CompletableFuture<INDArray> late = c.rank(1).receive(0, 33, null, closed);
+            get(c.rank(0).send(1, 33, pattern(DataType.FLOAT, new long[] {3 << 18}, 33), closed));
+            assertSameArray(pattern(DataType.FLOAT, new long[] {3 << 18}, 33), get(late));
         } finally {
             mine.shutdownNow();
         }

@@ -102,9 +102,10 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     + "when iperf3 is installed (default: ${DEFAULT-VALUE}: off).")
     int namespaces;
 
-    @Option(names = "--link-mtu", paramLabel = "BYTES", defaultValue = "1500",
-            description = "MTU of the namespaces' links with --namespaces (9000: jumbo frames; the transport's UDP "
-                    + "datagrams follow it; default: ${DEFAULT-VALUE}).")
+    @Option(names = "--link-mtu", paramLabel = "BYTES", defaultValue = "0",
+            description = "With --namespaces, give their links this MTU (9000: jumbo frames) and let the workers' "
+                    + "UDP datagrams follow it (ATTN4J_TRANSPORT_MTU=link); default: the kernel's 1500 and the "
+                    + "transport's default datagrams.")
     int linkMtu;
 
     @Option(names = "--heap", paramLabel = "SIZE", defaultValue = "2g",
@@ -162,7 +163,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (namespaces == 1 || namespaces < 0 || namespaces > 16) {
             throw new UserInputException("--namespaces must be 0 (off) or in [2, 16], got " + namespaces);
         }
-        if (linkMtu < 576 || linkMtu > 65535) {
+        if (linkMtu != 0 && (linkMtu < 576 || linkMtu > 65535)) {
             throw new UserInputException("--link-mtu must be in [576, 65535] bytes, got " + linkMtu);
         }
         if (namespaces > 0 && NamespaceCluster.unavailable().isPresent()) {
@@ -235,8 +236,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
         List<Row> rows = new CopyOnWriteArrayList<>();
         List<String> tail = new CopyOnWriteArrayList<>();
         try (NamespaceCluster cluster = NamespaceCluster.create(namespaces, 0, linkMtu)) {
-            LaunchResult r = LocalLauncher.builder(namespaces, TransportBenchWorker.class.getName())
-                    .rendezvous(cluster.address(0), NAMESPACE_MASTER_PORT).prefix(cluster::prefix)
+            LocalLauncher.Builder launch = LocalLauncher.builder(namespaces, TransportBenchWorker.class.getName());
+            if (linkMtu > 0) {
+                launch.env(AeronTransportContext.ENV_MTU, "link");          // datagrams as large as the links allow
+            }
+            LaunchResult r = launch.rendezvous(cluster.address(0), NAMESPACE_MASTER_PORT).prefix(cluster::prefix)
                     .args(List.of("ring", sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
                             Integer.toString(repeats), Double.toString(warmUp)))
                     .heap(heap).timeout(Duration.ofMinutes(30))
@@ -486,7 +490,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
             Optional<Row> iperf = rows.stream().filter(r -> r.kind().equals("iperf3")).findFirst();
             Optional<Row> ring = rows.stream().filter(r -> r.kind().equals("iperf3-ring")).findFirst();
             b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, UDP "
-                    + "between them through a media driver each, veth links of MTU ").append(linkMtu)
+                    + "between them through a media driver each, veth links of MTU ")
+                    .append(linkMtu > 0 ? linkMtu : 1500)
                     .append(" without a rate limit, all on this machine's cores; UDP datagrams of up to ")
                     .append(namespaceUdpMtu).append(" bytes)")
                     .append(iperf.map(r -> String.format(Locale.ROOT, "; iperf3 (TCP, 3 s) from the first to the "
