@@ -110,7 +110,11 @@ public final class AeronTransport implements Transport {
     public AeronTransport(AeronTransportContext context) {
         this.context = context;
         this.token = new JobToken(context.jobToken());
-        this.mailbox = new Mailbox(context.rank(), context.worldSize(), context.timeout());
+        // A receive waits one heartbeat longer than the timeout: a peer is declared dead after the timeout of
+        // silence (checked every half heartbeat), so when the receive was posted as another peer died, that
+        // peer's death (which every call then names) comes first, not a timeout on a live peer that waited for it.
+        this.mailbox = new Mailbox(context.rank(), context.worldSize(),
+                context.timeout().plus(context.heartbeatInterval()));
         this.peerFailures = new AtomicReferenceArray<>(context.worldSize());
         try {
             start();
