@@ -10,10 +10,10 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
 
 /**
  * The ring all-gather, sum reduce-scatter and sum all-reduce of equal blocks into the caller's output, and the
- * ring rotation of a block into the caller's buffer, in slices. Each block is
- * cut into slices of at most {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or
- * adds to and forwards) slice {@code k} of a step as soon as it has arrived, while the later slices of that step
- * are still on the way, as Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
+ * ring rotation of a block into the caller's buffer, in slices. Each block is cut into slices of at most
+ * {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or adds to and forwards) slice
+ * {@code k} of a step as soon as it has arrived, while the later slices of that step are still on the way, as
+ * Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
  * into its place in the output (or in a scratch block for a reduce-scatter's partial sums), so the transport
  * writes the elements straight where they belong; a member's sends to its successor leave in (step, slice) order,
  * the order in which the successor's receives match them.
