@@ -289,6 +289,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     private static final String IPERF3 = "/usr/bin/iperf3";
+    /** The received throughput in iperf3's JSON report, bits per second. */
+    private static final java.util.regex.Pattern IPERF3_RECEIVED = java.util.regex.Pattern.compile(
+            "\"sum_received\"\\s*:\\s*\\{[^}]*\"bits_per_second\"\\s*:\\s*([0-9.eE+]+)");
 
     /** Streams from namespace i to i + 1 (mod hosts) for i below {@code streams}, all at once; GB/s each. */
     private static List<Double> iperf3Streams(NamespaceCluster cluster, int streams)
@@ -326,8 +329,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 Process c = new ProcessBuilder(client).redirectErrorStream(true).start();
                 String json = new String(c.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
                 c.waitFor();
-                java.util.regex.Matcher m = java.util.regex.Pattern.compile(
-                        "\"sum_received\"\\s*:\\s*\\{[^}]*\"bits_per_second\"\\s*:\\s*([0-9.eE+]+)").matcher(json);
+                java.util.regex.Matcher m = IPERF3_RECEIVED.matcher(json);
                 if (c.exitValue() == 0 && m.find()) {
                     return Double.parseDouble(m.group(1)) / 8e9;
                 }
