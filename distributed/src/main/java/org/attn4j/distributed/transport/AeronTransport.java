@@ -93,7 +93,9 @@ public final class AeronTransport implements Transport {
     private FileLock rankLock;
     private File rankLockFile;
     private Aeron aeron;
-    private ExclusivePublication[] publications;
+    private Outbound[] links;
+    /** The TCP links' receiving ends; null when no peer is reached over TCP. */
+    private TcpInbound tcpInbound;
     private SenderAgent sender;
     private ReceiverAgent receiver;
     private ProgressIdleStrategy idle;
@@ -172,23 +174,32 @@ public final class AeronTransport implements Transport {
         Subscription udp = aeron.addSubscription("aeron:udp?endpoint=" + hostLiteral(context.bindAddress()) + ":"
                 + context.port(context.rank()), context.streamId(), this::onAvailableImage, this::onUnavailableImage);
         Subscription ipc = null;
-        publications = new ExclusivePublication[context.worldSize()];
+        links = new Outbound[context.worldSize()];
+        int tcpPeers = 0;
+        int maxRecord = context.maxChunkBytes() + MessageDescriptor.MAX_HEADER_LENGTH;
         for (int p = 0; p < context.worldSize(); p++) {
-            if (context.ipcPeer(p)) {
+            if (context.tcpPeer(p)) {
+                links[p] = new TcpOutbound(context.host(p), context.port(p), maxRecord,
+                        "from rank " + context.rank() + " to rank " + p + " (" + context.endpoints().get(p) + ")");
+                tcpPeers++;
+            } else if (context.ipcPeer(p)) {
                 ipc = ipc != null ? ipc : aeron.addSubscription("aeron:ipc", ipcStream(context.rank()),
                         this::onAvailableImage, this::onUnavailableImage);
                 // Non-sparse: the driver writes the whole log once, so no transfer waits on page faults. The
                 // largest MTU: a chunk is cut into frames of this size, each handled on its own by the receiver.
-                publications[p] = aeron.addExclusivePublication("aeron:ipc?term-length=" + context.ipcTermLength()
-                        + "|mtu=" + IPC_MTU + "|sparse=false", ipcStream(p));
+                links[p] = Outbound.of(aeron.addExclusivePublication("aeron:ipc?term-length="
+                        + context.ipcTermLength() + "|mtu=" + IPC_MTU + "|sparse=false", ipcStream(p)), this);
             } else if (p != context.rank()) {
-                publications[p] = aeron.addExclusivePublication("aeron:udp?endpoint=" + context.endpoints().get(p)
-                        + "|mtu=" + context.mtu() + "|term-length=" + context.termLength() + "|sparse=true",
-                        context.streamId());
+                links[p] = Outbound.of(aeron.addExclusivePublication("aeron:udp?endpoint="
+                        + context.endpoints().get(p) + "|mtu=" + context.mtu() + "|term-length=" + context.termLength()
+                        + "|sparse=true", context.streamId()), this);
             }
         }
-        sender = new SenderAgent(this, context, token, incarnation, publications);
-        receiver = new ReceiverAgent(this, context, token, udp, ipc, mailbox);
+        if (tcpPeers > 0) {
+            tcpInbound = new TcpInbound(context.bindAddress(), context.port(context.rank()), tcpPeers, maxRecord);
+        }
+        sender = new SenderAgent(this, context, token, incarnation, links);
+        receiver = new ReceiverAgent(this, context, token, udp, ipc, tcpInbound, mailbox);
         List<Agent> agents = new ArrayList<>();
         if (driverInvoker != null) {
             agents.add(new InvokerAgent(driverInvoker, "attn4j-driver"));
@@ -521,6 +532,14 @@ public final class AeronTransport implements Transport {
     }
 
     private void releaseAeron() {
+        if (links != null) {
+            for (Outbound link : links) {
+                if (link instanceof TcpOutbound t) {
+                    t.close();
+                }
+            }
+        }
+        CloseHelper.quietClose(tcpInbound);
         CloseHelper.quietClose(aeron);
         CloseHelper.quietClose(driver);
         if (rankLock != null) {

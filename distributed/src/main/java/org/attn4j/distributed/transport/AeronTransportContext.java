@@ -49,6 +49,7 @@ public final class AeronTransportContext {
     private final int ipcTermLength;
     private final boolean ipcChecksums;
     private final ProgressIdle progressIdle;
+    private final Network network;
 
     private AeronTransportContext(Builder b, List<String> endpoints, Duration heartbeat, int mtu) {
         this.rank = b.rank;
@@ -69,6 +70,7 @@ public final class AeronTransportContext {
         this.sameHostIpc = b.sameHostIpc;
         this.ipcTermLength = b.ipcTermLength;
         this.ipcChecksums = b.ipcChecksums;
+        this.network = b.network;
         this.progressIdle = b.progressIdle != null ? b.progressIdle
                 : ProgressIdle.defaultFor(Runtime.getRuntime().availableProcessors(), localRanks(this.endpoints, rank));
     }
@@ -89,6 +91,29 @@ public final class AeronTransportContext {
     public static final String ENV_MTU = "ATTN4J_TRANSPORT_MTU";
     /** Environment variable: how the progress thread waits, {@code spin}, {@code yield} or {@code park}. */
     public static final String ENV_IDLE = "ATTN4J_TRANSPORT_IDLE";
+    /** Environment variable: the protocol to peers not reached over IPC, {@code tcp} (default) or {@code udp}. */
+    public static final String ENV_NETWORK = "ATTN4J_TRANSPORT_NETWORK";
+
+    /** How a rank reaches the peers it does not reach over IPC (other hosts; same-host ones with IPC off). */
+    public enum Network {
+        /**
+         * One TCP connection per direction and pair, records written straight from the array to the socket: the
+         * kernel cuts and reassembles segments in bulk (segmentation offload), several times fewer CPU cycles per
+         * byte than one datagram per MTU.
+         */
+        TCP,
+        /** Aeron UDP unicast, one datagram per MTU ({@link #ENV_MTU}), flow and loss handled by Aeron. */
+        UDP;
+
+        static Network parse(String variable, String value) {
+            for (Network n : values()) {
+                if (n.name().equalsIgnoreCase(value.trim())) {
+                    return n;
+                }
+            }
+            throw new IllegalArgumentException(variable + ": expected tcp or udp, got '" + value + "'");
+        }
+    }
 
     /**
      * How the progress thread waits while a send or receive is outstanding (when nothing is outstanding it parks
@@ -268,6 +293,16 @@ public final class AeronTransportContext {
         return sameHost(endpoints, rank, peer);
     }
 
+    /** The protocol to peers not reached over IPC. */
+    public Network network() {
+        return network;
+    }
+
+    /** Whether {@code peer} is reached over TCP: not over IPC, not this rank, and {@link #network()} is TCP. */
+    public boolean tcpPeer(int peer) {
+        return network == Network.TCP && peer != rank && !ipcPeer(peer);
+    }
+
     /** Whether {@code peer} is reached over IPC: same host and {@link #sameHostIpc()}, not this rank itself. */
     public boolean ipcPeer(int peer) {
         return sameHostIpc && peer != rank && sameHost(peer);
@@ -316,6 +351,7 @@ public final class AeronTransportContext {
                 + " ms, chunk=" + maxChunkBytes + ", term=" + termLength + ", mtu=" + mtu
                 + ", driver=" + (aeronDirectory == null ? "embedded" : aeronDirectory)
                 + ", ipc=" + (sameHostIpc ? "same-host" : "off") + (ipcChecksums ? " checksummed" : "")
+                + ", network=" + network.name().toLowerCase(java.util.Locale.ROOT)
                 + ", idle=" + progressIdle.name().toLowerCase(java.util.Locale.ROOT) + "}";
     }
 
@@ -351,6 +387,7 @@ public final class AeronTransportContext {
         private int ipcTermLength = 8 << 20;
         private boolean ipcChecksums;
         private ProgressIdle progressIdle;
+        private Network network = Network.TCP;
 
         private Builder() {
         }
@@ -414,7 +451,7 @@ public final class AeronTransportContext {
 
         /**
          * Applies the transport's environment variables that are set in {@code env}: {@link #ENV_IPC},
-         * {@link #ENV_IPC_CHECKSUMS}, {@link #ENV_IDLE} and {@link #ENV_MTU} (launched workers and Spark tasks
+         * {@link #ENV_IPC_CHECKSUMS}, {@link #ENV_IDLE}, {@link #ENV_MTU} and {@link #ENV_NETWORK} (launched workers and Spark tasks
          * read them from their process's environment).
          *
          * @throws IllegalArgumentException naming the variable that is malformed
@@ -449,6 +486,10 @@ public final class AeronTransportContext {
             String idle = env.get(ENV_IDLE);
             if (idle != null && !idle.isBlank()) {
                 progressIdle(ProgressIdle.parse(ENV_IDLE, idle));
+            }
+            String network = env.get(ENV_NETWORK);
+            if (network != null && !network.isBlank()) {
+                network(Network.parse(ENV_NETWORK, network));
             }
             return this;
         }
@@ -524,6 +565,12 @@ public final class AeronTransportContext {
         /** Checksums on IPC payloads too; default false (a shared-memory log cannot damage bytes in transit). */
         public Builder ipcChecksums(boolean ipcChecksums) {
             this.ipcChecksums = ipcChecksums;
+            return this;
+        }
+
+        /** The protocol to peers not reached over IPC; default TCP. */
+        public Builder network(Network network) {
+            this.network = java.util.Objects.requireNonNull(network, "network");
             return this;
         }
 

@@ -33,7 +33,7 @@ import org.slf4j.LoggerFactory;
  * would copy every chunk into its own buffer first, and this class copies it once, into ND4J's memory. An image
  * carries one peer's messages in order, so one chunk per image is in progress at a time.
  */
-final class ReceiverAgent implements Agent, FragmentHandler {
+final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
 
     private static final Logger LOG = LoggerFactory.getLogger(ReceiverAgent.class);
     private static final int FRAGMENT_LIMIT = 64;
@@ -43,6 +43,8 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         final int sessionId;
         /** Whether the connection is an IPC one (the only kind that may skip payload checksums). */
         final boolean ipc;
+        /** Whether the connection is a TCP one (not an Aeron image). */
+        final boolean tcp;
         int peer = -1;
         /** Skip fragments up to the end of the current Aeron message. */
         boolean discarding;
@@ -70,9 +72,10 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         boolean payloadChecked;
         final CRC32C crc = new CRC32C();
 
-        Session(int sessionId, boolean ipc) {
+        Session(int sessionId, boolean ipc, boolean tcp) {
             this.sessionId = sessionId;
             this.ipc = ipc;
+            this.tcp = tcp;
         }
     }
 
@@ -102,13 +105,18 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     private long nextLivenessCheckNs;
     /** Whether the subscription being polled is the IPC one. */
     private boolean pollingIpc;
+    /** The TCP links' receiving ends, or null when no peer is reached over TCP. */
+    private final TcpInbound tcp;
+    private int tcpSessions;
 
     /**
      * @param udp the subscription on this rank's UDP endpoint
      * @param ipc the IPC subscription, or null when no peer shares this host
+     * @param tcp the TCP listener and connections, or null when no peer is reached over TCP
      */
     ReceiverAgent(AeronTransport transport, AeronTransportContext context, JobToken token, Subscription udp,
-                  Subscription ipc, Mailbox mailbox) {
+                  Subscription ipc, TcpInbound tcp, Mailbox mailbox) {
+        this.tcp = tcp;
         this.transport = transport;
         this.context = context;
         this.token = token;
@@ -163,6 +171,9 @@ final class ReceiverAgent implements Agent, FragmentHandler {
             pollingIpc = ipcSubscription[i];
             work += subscriptions[i].poll(this, FRAGMENT_LIMIT);
         }
+        if (tcp != null) {
+            work += tcp.poll(this);
+        }
         if (now - nextLivenessCheckNs >= 0) {
             nextLivenessCheckNs = now + livenessCheckNs;
             checkLiveness(System.nanoTime());
@@ -174,12 +185,44 @@ final class ReceiverAgent implements Agent, FragmentHandler {
     public void onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
         Session s = sessions.get(aeronHeader.sessionId());
         if (s == null) {
-            s = new Session(aeronHeader.sessionId(), pollingIpc);
+            s = new Session(aeronHeader.sessionId(), pollingIpc, false);
             sessions.put(s.sessionId, s);
         }
         byte flags = aeronHeader.flags();
-        boolean begin = (flags & FrameDescriptor.BEGIN_FRAG_FLAG) != 0;
-        boolean end = (flags & FrameDescriptor.END_FRAG_FLAG) != 0;
+        onFragment(s, buffer, offset, length, (flags & FrameDescriptor.BEGIN_FRAG_FLAG) != 0,
+                (flags & FrameDescriptor.END_FRAG_FLAG) != 0);
+    }
+
+    @Override
+    public Object opened(String from) {
+        Session s = new Session(++tcpSessions, false, true);
+        LOG.debug("rank {}: TCP connection {} from {}", rank, s.sessionId, from);
+        return s;
+    }
+
+    @Override
+    public void fragment(Object session, UnsafeBuffer buffer, int offset, int length, boolean begin, boolean end) {
+        onFragment((Session) session, buffer, offset, length, begin, end);
+    }
+
+    @Override
+    public void closed(Object session, String why) {
+        Session s = (Session) session;
+        if (s.array != null && s.claimed == null) {
+            s.array.close();                    // a message cut short; a claimed receive fails with the peer
+        }
+        s.array = null;
+        s.bytes = null;
+        s.claimed = null;
+        if (s.peer >= 0) {
+            // After a GOODBYE the peer has left already, and this changes nothing.
+            transport.failPeer(s.peer, "its TCP connection to rank " + rank + " ended: " + why);
+        } else {
+            LOG.debug("rank {}: TCP connection {} without a HELLO ended: {}", rank, s.sessionId, why);
+        }
+    }
+
+    private void onFragment(Session s, DirectBuffer buffer, int offset, int length, boolean begin, boolean end) {
         if (begin) {
             s.discarding = false;
             s.inChunk = false;
@@ -269,7 +312,9 @@ final class ReceiverAgent implements Agent, FragmentHandler {
         } else {
             if (s.peer != source) {
                 s.peer = source;
-                sessionPeers.put(s.sessionId, source);
+                if (!s.tcp) {
+                    sessionPeers.put(s.sessionId, source);
+                }
                 helloReceived[source] = true;
                 LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
             }

@@ -17,7 +17,6 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.zip.CRC32C;
 
-import io.aeron.ExclusivePublication;
 import io.aeron.Publication;
 import org.agrona.concurrent.Agent;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -77,7 +76,7 @@ final class SenderAgent implements Agent {
     /** The sender-side state of the link to one peer; touched under its {@link PeerLink#lock}. */
     private final class PeerLink {
         final int peer;
-        final ExclusivePublication publication;
+        final Outbound publication;
         final ArrayDeque<Outgoing> queue = new ArrayDeque<>();
         final UnsafeBuffer header = new UnsafeBuffer(new byte[MessageDescriptor.MAX_HEADER_LENGTH]);
         final UnsafeBuffer control = new UnsafeBuffer(new byte[MessageDescriptor.FIXED_HEADER_LENGTH
@@ -105,7 +104,7 @@ final class SenderAgent implements Agent {
         final CRC32C crc = new CRC32C();
         final byte[] crcScratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
 
-        PeerLink(int peer, ExclusivePublication publication) {
+        PeerLink(int peer, Outbound publication) {
             this.peer = peer;
             this.publication = publication;
             this.checksummed = !context.ipcPeer(peer) || context.ipcChecksums();
@@ -142,10 +141,10 @@ final class SenderAgent implements Agent {
     private int cursor;
 
     /**
-     * @param publications one per rank, null at this rank's index
+     * @param publications one link per rank, null at this rank's index
      */
     SenderAgent(AeronTransport transport, AeronTransportContext context, JobToken token, long incarnation,
-                ExclusivePublication[] publications) {
+                Outbound[] publications) {
         this.transport = transport;
         this.context = context;
         this.jobId = token.jobId();
@@ -175,7 +174,7 @@ final class SenderAgent implements Agent {
                 continue;
             }
             boolean connecting = acknowledged.get(link.peer) == 0 && transport.peerFailure(link.peer) == null;
-            if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1) {
+            if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1 || link.publication.hasBacklog()) {
                 return true;
             }
         }
@@ -383,7 +382,7 @@ final class SenderAgent implements Agent {
             failQueue(link, m -> new PeerFailedException(context.rank(), link.peer, m.tag, failure));
             return 0;
         }
-        int work = 0;
+        int work = link.publication.flush() > 0 ? 1 : 0;
         boolean isAcknowledged = acknowledged.get(link.peer) == 1 || ignoreAcknowledgements;
         boolean helloDue = !link.helloSent || ackDue.get(link.peer) == 1
                 || !isAcknowledged && now - link.lastHelloNs >= TimeUnit.MILLISECONDS.toNanos(HELLO_RETRY_MS);
@@ -486,7 +485,7 @@ final class SenderAgent implements Agent {
             MessageDescriptor.putChecksum(link.header, checksum);
             m.chunkReady = true;
         }
-        long result = link.publication.offer(link.header, 0, m.headerLength, link.payload, 0, m.chunkLength);
+        long result = link.publication.offer(link.header, m.headerLength, link.payload, m.chunkLength);
         if (result > 0) {
             m.chunkReady = false;
         }
@@ -508,7 +507,7 @@ final class SenderAgent implements Agent {
         MessageDescriptor.checksumHeader(link.crc, link.crcScratch, 0);
         link.crc.update(link.crcScratch, headerLength, payloadLength);
         MessageDescriptor.putChecksum(link.control, (int) link.crc.getValue());
-        return link.publication.offer(link.control, 0, headerLength + payloadLength);
+        return link.publication.offer(link.control, headerLength + payloadLength);
     }
 
     /** Fails the link's peer when its queued data has made no progress for the timeout. */
@@ -529,7 +528,8 @@ final class SenderAgent implements Agent {
         String where = "rank " + context.rank() + ": send to rank " + link.peer + (tag >= 0 ? " with tag " + tag : "");
         TransportException e;
         if (result == Publication.CLOSED) {
-            e = new TransportClosedException(where + " failed: the publication is closed");
+            String why = link.publication.closedReason();
+            e = new TransportClosedException(where + " failed: " + (why != null ? why : "the publication is closed"));
         } else if (result == Publication.MAX_POSITION_EXCEEDED) {
             e = new MaxPositionExceededException(where + " failed: the publication reached its maximum position");
         } else {
@@ -575,11 +575,12 @@ final class SenderAgent implements Agent {
                         pending |= retryable(result);
                     }
                 }
+                link.publication.flush();
+                if (link.goodbyeSent && !link.publication.sent(link.goodbyePosition)) {
+                    pending = true;
+                }
             } finally {
                 link.lock.unlock();
-            }
-            if (link.goodbyeSent && transport.senderPosition(link.publication) < link.goodbyePosition) {
-                pending = true;
             }
         }
         if (!pending || now - goodbyeDeadlineNs > 0) {

@@ -67,14 +67,13 @@ public final class Ranks implements AutoCloseable {
     public static Ranks aeron(int p, Duration timeout) {
         List<String> endpoints = freeLoopbackEndpoints(p);
         String token = UUID.randomUUID().toString();
-        // ATTN4J_TRANSPORT_IPC=0, as a launched worker reads it: the same ranks over UDP loopback.
-        String ipc = System.getenv(AeronTransportContext.ENV_IPC);
-        boolean sameHostIpc = ipc == null || !ipc.strip().equals("0");
+        // The transport's variables, as a launched worker reads them: ATTN4J_TRANSPORT_IPC=0 puts the same ranks
+        // on the network path (ATTN4J_TRANSPORT_NETWORK: TCP or UDP loopback).
         List<Transport> t = new ArrayList<>();
         try {
             for (int r = 0; r < p; r++) {
                 t.add(new AeronTransport(AeronTransportContext.builder().rank(r).endpoints(endpoints).jobToken(token)
-                        .timeout(timeout).sameHostIpc(sameHostIpc).build()));
+                        .timeout(timeout).transportSettings(System.getenv()).build()));
             }
         } catch (RuntimeException e) {
             new Ranks(t).close();

@@ -166,7 +166,7 @@ class AeronTransportTest {
     }
 
     @ParameterizedTest
-    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP"})
+    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP", "AERON_TCP"})
     @Timeout(30)
     void failsASilentPeerWithinTheTimeout(Kind kind) throws Exception {
         Duration timeout = Duration.ofMillis(1500);
@@ -193,7 +193,7 @@ class AeronTransportTest {
     }
 
     @ParameterizedTest
-    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP"})
+    @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP", "AERON_TCP"})
     @Timeout(30)
     void failsASendStuckBehindBackPressureWithinTheTimeout(Kind kind) throws Exception {
         Duration timeout = Duration.ofMillis(1500);

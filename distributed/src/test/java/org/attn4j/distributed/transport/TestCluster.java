@@ -10,7 +10,8 @@ import org.attn4j.distributed.testing.Ranks;
 
 /**
  * P ranks of one transport kind inside the test JVM: in-JVM, or Aeron on distinct loopback ports, either over IPC
- * through one media driver for the job (the default for ranks on one host) or over UDP with one driver per rank. Gives the conformance suite the fault hooks each kind has (kill, corrupt, stall, an
+ * through one media driver for the job (the default for ranks on one host), or over UDP or TCP with one driver
+ * per rank. Gives the conformance suite the fault hooks each kind has (kill, corrupt, stall, an
  * intruder, a rank started late), some package-private in {@link AeronTransport}, hence here and not in
  * {@link Ranks}, which runs bodies on P ranks.
  */
@@ -18,7 +19,12 @@ final class TestCluster implements AutoCloseable {
 
     /** The transport implementations under test. */
     enum Kind {
-        IN_JVM, AERON_IPC, AERON_UDP
+        IN_JVM, AERON_IPC, AERON_UDP, AERON_TCP
+    }
+
+    /** The protocol a kind uses to peers it does not reach over IPC. */
+    private static AeronTransportContext.Network network(Kind kind) {
+        return kind == Kind.AERON_TCP ? AeronTransportContext.Network.TCP : AeronTransportContext.Network.UDP;
     }
 
     private final Kind kind;
@@ -62,7 +68,7 @@ final class TestCluster implements AutoCloseable {
             for (int r = 0; r < worldSize; r++) {
                 c.contexts[r] = AeronTransportContext.builder().rank(r).endpoints(endpoints.subList(0, worldSize))
                         .jobToken(token).timeout(timeout).sameHostIpc(kind == Kind.AERON_IPC)
-                        .ipcChecksums(ipcChecksums).build();
+                        .network(network(kind)).ipcChecksums(ipcChecksums).build();
                 if (r != lateRank) {
                     c.ranks[r] = new AeronTransport(c.contexts[r]);
                 }
@@ -129,10 +135,11 @@ final class TestCluster implements AutoCloseable {
     AeronTransport intruder(int claimedRank) {
         List<String> endpoints = new ArrayList<>(contexts[0].endpoints());
         endpoints.set(claimedRank, spareEndpoint);
-        // Over UDP: a transport of another job cannot reach this job's host driver (its directory is named after
-        // the job), so UDP is the way in.
+        // Over the network: a transport of another job cannot reach this job's host driver (its directory is named
+        // after the job), so UDP (or TCP, where the cluster listens on it) is the way in.
         AeronTransport t = new AeronTransport(AeronTransportContext.builder().rank(claimedRank).endpoints(endpoints)
-                .jobToken("not-the-job-token-at-all").timeout(contexts[0].timeout()).sameHostIpc(false).build());
+                .jobToken("not-the-job-token-at-all").timeout(contexts[0].timeout()).sameHostIpc(false)
+                .network(network(kind)).build());
         extras.add(t);
         return t;
     }
