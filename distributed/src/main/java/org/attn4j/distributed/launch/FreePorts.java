@@ -5,6 +5,7 @@ import java.io.UncheckedIOException;
 import java.net.DatagramSocket;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -12,7 +13,8 @@ import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
- * Free UDP ports for the workers' endpoints, found by binding and letting go. They are drawn below the kernel's
+ * Free ports for the workers' endpoints, found by binding and letting go: each free for UDP and for TCP (a worker
+ * listens on its endpoint's port in both, see {@code AeronTransportContext.Network}). They are drawn below the kernel's
  * ephemeral range ({@code /proc/sys/net/ipv4/ip_local_port_range}, 32768-60999 by default): a port from that range
  * could be handed, between our release and the worker's bind, to any socket that binds port 0, such as another
  * worker's Aeron publication, and that worker would then fail with "Address already in use".
@@ -27,7 +29,7 @@ public final class FreePorts {
     }
 
     /**
-     * {@code count} distinct UDP ports free on {@code bind} at the time of the call, outside the ephemeral range
+     * {@code count} distinct ports free for UDP and TCP on {@code bind} at the time of the call, outside the ephemeral range
      * when the range leaves room below it (else any free port). Released before this returns: another process
      * could still take one before the worker binds it; the worker then fails at start with the port in its message.
      *
@@ -35,41 +37,75 @@ public final class FreePorts {
      */
     public static int[] udp(InetAddress bind, int count) {
         int top = ephemeralStart() - 1;
-        List<DatagramSocket> held = new ArrayList<>();
+        List<AutoCloseable> held = new ArrayList<>();
         try {
             int[] ports = new int[count];
             for (int i = 0; i < count; i++) {
-                DatagramSocket s = top > LOWEST + count ? bindBelow(bind, top) : null;
-                if (s == null) {
-                    s = new DatagramSocket(new InetSocketAddress(bind, 0));
+                int port = top > LOWEST + count ? bindBelow(bind, top, held) : -1;
+                for (int attempt = 0; port < 0 && attempt < ATTEMPTS; attempt++) {
+                    DatagramSocket s = new DatagramSocket(new InetSocketAddress(bind, 0));
+                    port = bindTcp(bind, s, held);
                 }
-                held.add(s);
-                ports[i] = s.getLocalPort();
+                if (port < 0) {
+                    throw new IOException("no port free for both UDP and TCP");
+                }
+                ports[i] = port;
             }
             return ports;
         } catch (IOException e) {
-            throw new UncheckedIOException("could not find " + count + " free UDP ports on " + bind.getHostAddress(), e);
+            throw new UncheckedIOException("could not find " + count + " free ports on " + bind.getHostAddress(), e);
         } finally {
-            held.forEach(DatagramSocket::close);
+            for (AutoCloseable c : held) {
+                try {
+                    c.close();
+                } catch (Exception ignored) {
+                    // released anyway
+                }
+            }
         }
     }
 
-    /** {@code count} free UDP ports on 127.0.0.1. */
+    /** Binds TCP on {@code udp}'s port too: the port, with both sockets held, or -1 (and {@code udp} closed). */
+    private static int bindTcp(InetAddress bind, DatagramSocket udp, List<AutoCloseable> held) {
+        try {
+            ServerSocket tcp = new ServerSocket();
+            try {
+                tcp.bind(new InetSocketAddress(bind, udp.getLocalPort()));
+            } catch (IOException taken) {
+                tcp.close();
+                udp.close();
+                return -1;
+            }
+            held.add(udp);
+            held.add(tcp);
+            return udp.getLocalPort();
+        } catch (IOException e) {
+            udp.close();
+            return -1;
+        }
+    }
+
+    /** {@code count} free ports (UDP and TCP) on 127.0.0.1. */
     static int[] udp(int count) {
         return udp(InetAddress.getLoopbackAddress(), count);
     }
 
-    /** A socket bound to a random free port in {@code [LOWEST, top]}, or null after {@link #ATTEMPTS} tries. */
-    private static DatagramSocket bindBelow(InetAddress bind, int top) {
+    /** A random port in {@code [LOWEST, top]} free for UDP and TCP, both held, or -1 after {@link #ATTEMPTS} tries. */
+    private static int bindBelow(InetAddress bind, int top, List<AutoCloseable> held) {
         for (int i = 0; i < ATTEMPTS; i++) {
             int port = ThreadLocalRandom.current().nextInt(LOWEST, top + 1);
+            DatagramSocket udp;
             try {
-                return new DatagramSocket(new InetSocketAddress(bind, port));
+                udp = new DatagramSocket(new InetSocketAddress(bind, port));
             } catch (IOException taken) {
-                // try another
+                continue;
+            }
+            int bound = bindTcp(bind, udp, held);
+            if (bound > 0) {
+                return bound;
             }
         }
-        return null;
+        return -1;
     }
 
     /** The first port of the kernel's ephemeral range, or 32768 where it cannot be read. */

@@ -32,6 +32,14 @@ interface Outbound {
         return 0;
     }
 
+    /**
+     * Whether an offered record's payload may still be read after the offer returned, until {@link #sent} reports
+     * its position (false: the offer copied it).
+     */
+    default boolean keepsPayload() {
+        return false;
+    }
+
     /** Whether offered bytes still wait for {@link #flush}. */
     default boolean hasBacklog() {
         return false;

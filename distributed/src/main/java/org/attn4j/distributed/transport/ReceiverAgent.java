@@ -206,6 +206,29 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     }
 
     @Override
+    public ByteBuffer target(Object session, int max) {
+        Session s = (Session) session;
+        if (s.discarding || !s.inChunk || s.bytes == null) {
+            return null;
+        }
+        int room = s.chunkLength - s.chunkWritten;
+        return room <= 0 ? null : s.bytes.slice(s.chunkOffset + s.chunkWritten, Math.min(room, max));
+    }
+
+    @Override
+    public void wroteTarget(Object session, int n, boolean end) {
+        Session s = (Session) session;
+        if (s.payloadChecked) {
+            s.crc.update(s.bytes.slice(s.chunkOffset + s.chunkWritten, n));
+        }
+        s.chunkWritten += n;
+        if (end) {
+            onChunkEnd(s);
+            s.discarding = false;
+        }
+    }
+
+    @Override
     public void closed(Object session, String why) {
         Session s = (Session) session;
         if (s.array != null && s.claimed == null) {

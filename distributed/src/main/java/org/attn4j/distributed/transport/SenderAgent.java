@@ -60,6 +60,8 @@ final class SenderAgent implements Agent {
         int headerLength;
         int chunkLength;
         boolean chunkReady;
+        /** The link position after its last chunk, while the link may still read its payload. */
+        long endPosition;
 
         Outgoing(int peer, int tag, INDArray array, ByteBuffer bytes, byte dtype, long[] shape,
                  Executor completion) {
@@ -78,6 +80,8 @@ final class SenderAgent implements Agent {
         final int peer;
         final Outbound publication;
         final ArrayDeque<Outgoing> queue = new ArrayDeque<>();
+        /** Fully offered sends whose payload the link still reads ({@link Outbound#keepsPayload}), oldest first. */
+        final ArrayDeque<Outgoing> unsent = new ArrayDeque<>();
         final UnsafeBuffer header = new UnsafeBuffer(new byte[MessageDescriptor.MAX_HEADER_LENGTH]);
         final UnsafeBuffer control = new UnsafeBuffer(new byte[MessageDescriptor.FIXED_HEADER_LENGTH
                 + MessageDescriptor.HELLO_PAYLOAD_LENGTH]);
@@ -174,7 +178,8 @@ final class SenderAgent implements Agent {
                 continue;
             }
             boolean connecting = acknowledged.get(link.peer) == 0 && transport.peerFailure(link.peer) == null;
-            if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1 || link.publication.hasBacklog()) {
+            if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1 || link.publication.hasBacklog()
+                    || !link.unsent.isEmpty()) {
                 return true;
             }
         }
@@ -231,10 +236,12 @@ final class SenderAgent implements Agent {
             m.sequence = link.nextSequence++;
             m.chunkCount = chunkCount(link, m);
             long now = System.nanoTime();
+            long position = 0;
             while (m.nextChunk < m.chunkCount) {
                 long result = offerChunk(link, m);
                 if (result > 0) {
                     m.nextChunk++;
+                    position = result;
                     link.lastSentNs = now;
                 } else if (retryable(result)) {
                     refusedOffers.incrementAndGet();
@@ -252,10 +259,44 @@ final class SenderAgent implements Agent {
                     return true;
                 }
             }
-            m.future.complete(null);
+            if (link.publication.keepsPayload() && !link.publication.sent(position)) {
+                m.endPosition = position;
+                link.unsent.add(m);
+            } else {
+                m.future.complete(null);
+            }
             return true;
         } finally {
             link.lock.unlock();
+        }
+    }
+
+    /** A send whose last chunk was offered at {@code position}: done now, or once the link has written it. */
+    private static void offered(PeerLink link, Outgoing m, long position) {
+        if (link.publication.keepsPayload() && !link.publication.sent(position)) {
+            m.endPosition = position;
+            link.unsent.add(m);
+        } else {
+            TransportThreads.complete(m.completion, () -> m.future.complete(null));
+        }
+    }
+
+    /** Completes the sends whose payload the link has written since, or fails them all if it closed. */
+    private void settle(PeerLink link) {
+        if (link.unsent.isEmpty()) {
+            return;
+        }
+        String closed = link.publication.closedReason();
+        if (closed != null) {
+            Outgoing m;
+            while ((m = link.unsent.poll()) != null) {
+                fail(m, new PeerFailedException(context.rank(), link.peer, m.tag, closed));
+            }
+            return;
+        }
+        while (!link.unsent.isEmpty() && link.publication.sent(link.unsent.peek().endPosition)) {
+            Outgoing m = link.unsent.poll();
+            TransportThreads.complete(m.completion, () -> m.future.complete(null));
         }
     }
 
@@ -383,6 +424,7 @@ final class SenderAgent implements Agent {
             return 0;
         }
         int work = link.publication.flush() > 0 ? 1 : 0;
+        settle(link);
         boolean isAcknowledged = acknowledged.get(link.peer) == 1 || ignoreAcknowledgements;
         boolean helloDue = !link.helloSent || ackDue.get(link.peer) == 1
                 || !isAcknowledged && now - link.lastHelloNs >= TimeUnit.MILLISECONDS.toNanos(HELLO_RETRY_MS);
@@ -421,7 +463,7 @@ final class SenderAgent implements Agent {
                 if (++m.nextChunk == m.chunkCount) {
                     link.queue.poll();
                     link.pending.decrementAndGet();
-                    TransportThreads.complete(m.completion, () -> m.future.complete(null));
+                    offered(link, m, result);
                 }
             } else if (retryable(result)) {
                 refusedOffers.incrementAndGet();
@@ -552,7 +594,7 @@ final class SenderAgent implements Agent {
                 if (link != null) {
                     link.lock.lock();
                     try {
-                        failQueue(link, m -> closed(m, "closed"));
+                        failQueued(link, m -> closed(m, "closed"));
                     } finally {
                         link.lock.unlock();
                     }
@@ -576,6 +618,7 @@ final class SenderAgent implements Agent {
                     }
                 }
                 link.publication.flush();
+                settle(link);
                 if (link.goodbyeSent && !link.publication.sent(link.goodbyePosition)) {
                     pending = true;
                 }
@@ -593,7 +636,20 @@ final class SenderAgent implements Agent {
         TransportException failure(Outgoing m);
     }
 
+    /**
+     * Fails the queued sends and those whose payload the link still reads: only once nothing will write from
+     * them again (the peer failed, or the progress thread stops), since the caller may free them on failure.
+     */
     private void failQueue(PeerLink link, FailureFactory factory) {
+        Outgoing m;
+        while ((m = link.unsent.poll()) != null) {
+            fail(m, factory.failure(m));
+        }
+        failQueued(link, factory);
+    }
+
+    /** Fails the sends not yet offered. */
+    private void failQueued(PeerLink link, FailureFactory factory) {
         Outgoing m;
         while ((m = link.queue.poll()) != null) {
             link.pending.decrementAndGet();

@@ -19,7 +19,9 @@ import org.agrona.concurrent.UnsafeBuffer;
  * in TCP's port space) and the connections peers open to it ({@link TcpOutbound}), polled by the
  * {@link ReceiverAgent} on the progress thread without blocking. Each record on a connection is handed to the
  * receiver as Aeron fragments would be: a first fragment with the whole header (and, for a short record, all
- * of it), then the payload in pieces as they are read, the last one marked as the end. The receiver applies
+ * of it), then the payload in pieces as they are read, the last one marked as the end; or, where the receiver
+ * names the array the payload belongs in ({@link Sink#target}), the payload is read from the socket straight
+ * into it. The receiver applies
  * the same checks as on Aeron links (HELLO with the job token before anything else, CRC32C per chunk).
  * A record length that no sender of this job writes closes the connection.
  */
@@ -40,6 +42,15 @@ final class TcpInbound implements AutoCloseable {
 
         /** A fragment of a record, as {@code FragmentHandler.onFragment} with begin and end flags. */
         void fragment(Object session, UnsafeBuffer buffer, int offset, int length, boolean begin, boolean end);
+
+        /**
+         * Where up to {@code max} bytes of the payload being read may go straight from the socket (the array the
+         * message is written into, at the current chunk's position), or null to take them as fragments.
+         */
+        ByteBuffer target(Object session, int max);
+
+        /** {@code n} bytes were read into the last {@link #target}; {@code end}: the record is complete. */
+        void wroteTarget(Object session, int n, boolean end);
 
         /** The connection ended (the peer closed it or it failed), or carried a record no sender writes. */
         void closed(Object session, String why);
@@ -171,6 +182,23 @@ final class TcpInbound implements AutoCloseable {
                     nextRecord(c);
                 }
             } else {
+                ByteBuffer target = sink.target(c.session, c.bodyLeft);
+                if (target != null) {
+                    int n = c.channel.read(target);
+                    if (n < 0) {
+                        return "the peer closed the connection in the middle of a record";
+                    }
+                    if (n == 0) {
+                        return null;
+                    }
+                    c.bytesRead += n;
+                    c.bodyLeft -= n;
+                    sink.wroteTarget(c.session, n, c.bodyLeft == 0);
+                    if (c.bodyLeft == 0) {
+                        nextRecord(c);
+                    }
+                    continue;
+                }
                 body.clear().limit(Math.min(BODY, c.bodyLeft));
                 int n = c.channel.read(body);
                 if (n < 0) {

@@ -15,7 +15,8 @@ import org.agrona.DirectBuffer;
  * The sending end of a TCP link to one peer: a connection this rank opens to the peer's listener
  * ({@link TcpInbound}), used in this direction only. Records go on the stream as a 4-byte length (little-endian)
  * and the record's bytes, written straight from the caller's buffers (a gathering write); when the kernel takes
- * only part of a record, the rest is copied aside and sent before the next record, so a record is offered whole
+ * only part of a record, the rest of its header is copied aside and the rest of its payload is kept as a view of
+ * the caller's buffer ({@link #keepsPayload}), both sent before the next record, so a record is offered whole
  * or not at all, as on an Aeron publication. A refused connection (the peer's listener is not up yet) is tried
  * again every {@value #RETRY_MS} ms; the sender fails the peer if no data moves within the timeout.
  * Used by one thread at a time.
@@ -36,8 +37,10 @@ final class TcpOutbound implements Outbound, AutoCloseable {
     private final ByteBuffer head = ByteBuffer.allocateDirect(PREFIX + MessageDescriptor.MAX_HEADER_LENGTH
             + MessageDescriptor.HELLO_PAYLOAD_LENGTH).order(ByteOrder.LITTLE_ENDIAN);
     private final ByteBuffer[] pair = new ByteBuffer[2];
-    /** The unsent rest of the last record, allocated on first need; empty (no remaining bytes) otherwise. */
-    private ByteBuffer backlog;
+    /** The unsent rest of the last record's prefix and header; empty (no remaining bytes) otherwise. */
+    private final ByteBuffer headRest = ByteBuffer.allocateDirect(head.capacity()).limit(0);
+    /** The unsent rest of the last record's payload, a view of the caller's buffer; null or empty otherwise. */
+    private ByteBuffer payloadRest;
     /** Bytes of every record offered so far, prefixes included. */
     private long offered;
     /** Bytes handed to the kernel so far. */
@@ -157,16 +160,12 @@ final class TcpOutbound implements Outbound, AutoCloseable {
         }
         written += n;
         if (n < length) {
-            // Part of the record is in the kernel: the rest is kept here, so the caller may reuse its buffers.
-            if (backlog == null) {
-                backlog = ByteBuffer.allocateDirect(PREFIX + maxRecord);
-            }
-            backlog.clear();
-            backlog.put(first);
-            if (second != null) {
-                backlog.put(second);
-            }
-            backlog.flip();
+            // Part of the record is in the kernel: the rest of the header is copied (the caller reuses it), the
+            // payload's rest stays where it is until it has been written (see keepsPayload).
+            headRest.clear();
+            headRest.put(first);
+            headRest.flip();
+            payloadRest = second != null && second.hasRemaining() ? second : null;
         }
         offered += length;
         return offered;
@@ -178,9 +177,20 @@ final class TcpOutbound implements Outbound, AutoCloseable {
             return 0;
         }
         try {
-            int n = channel.write(backlog);
+            long n;
+            if (payloadRest == null) {
+                n = channel.write(headRest);
+            } else {
+                pair[0] = headRest;
+                pair[1] = payloadRest;
+                n = channel.write(pair);
+                pair[1] = null;
+                if (!payloadRest.hasRemaining()) {
+                    payloadRest = null;
+                }
+            }
             written += n;
-            return n;
+            return (int) n;
         } catch (IOException e) {
             fail(e);
             return 0;
@@ -189,7 +199,13 @@ final class TcpOutbound implements Outbound, AutoCloseable {
 
     @Override
     public boolean hasBacklog() {
-        return backlog != null && backlog.hasRemaining();
+        return headRest.hasRemaining() || payloadRest != null;
+    }
+
+    /** The payload of a record may be read until {@link #sent} reports its position. */
+    @Override
+    public boolean keepsPayload() {
+        return true;
     }
 
     @Override
@@ -223,6 +239,8 @@ final class TcpOutbound implements Outbound, AutoCloseable {
 
     private void quietClose() {
         connected = false;
+        headRest.limit(0);
+        payloadRest = null;
         if (channel != null) {
             try {
                 channel.close();

@@ -31,7 +31,7 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * Four "hosts" on one machine: Linux network namespaces on a bridge, one IPv4 address and one worker each (and one
- * job with two workers on each of two hosts: IPC within a host, UDP between), started only with torchrun's
+ * job with two workers on each of two hosts: IPC within a host, TCP between), started only with torchrun's
  * variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and the job token: no peer list, no loopback. Every sequence-parallel algorithm equals the single-device op, training reproduces the single-process
  * losses, and the faults across hosts end the job the way they should. Skipped, with the reason, where the process
  * cannot create namespaces.
@@ -98,9 +98,12 @@ class MultiHostProcessTest {
             assertTrue(out.stream().anyMatch(l -> l.startsWith(endpoint)), "rank " + rank + " is on host " + rank % 2
                     + "\n" + output);
             // Host 0 runs ranks 0 and 2, host 1 ranks 1 and 3: each reaches its neighbour on the host over IPC
-            // (one media driver per host) and the other host's two ranks over UDP.
+            // (one media driver per host) and the other host's two ranks over TCP (the default network).
             String ipc = "[rank " + rank + "] IPC-PEERS " + rank + " [" + (rank + 2) % 4 + "]";
             assertTrue(out.contains(ipc), ipc + "\n" + output);
+            int other = 1 - rank % 2;
+            String tcp = "[rank " + rank + "] TCP-PEERS " + rank + " [" + other + "," + (other + 2) + "]";
+            assertTrue(out.contains(tcp), tcp + "\n" + output);
         }
         for (SequenceAlgorithm a : SequenceAlgorithm.all()) {
             long ok = out.stream().filter(l -> l.contains("VERDICT " + a.name() + " OK")).count();

@@ -51,6 +51,13 @@ public final class MultiHostWorker {
                 }
             }
             System.out.println("IPC-PEERS " + r + " [" + ipcPeers + "]");
+            StringBuilder tcpPeers = new StringBuilder();
+            for (int peer = 0; peer < p; peer++) {
+                if (t.context().tcpPeer(peer)) {
+                    tcpPeers.append(tcpPeers.length() == 0 ? "" : ",").append(peer);
+                }
+            }
+            System.out.println("TCP-PEERS " + r + " [" + tcpPeers + "]");
             INDArray q = randn(1, 2, 4, N, 8);
             INDArray k = randn(2, 2, 2, N, 8);
             INDArray v = randn(3, 2, 2, N, 8);

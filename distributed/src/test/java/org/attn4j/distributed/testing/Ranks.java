@@ -1,8 +1,5 @@
 package org.attn4j.distributed.testing;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.net.DatagramSocket;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,6 +16,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 
+import org.attn4j.distributed.launch.FreePorts;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.distributed.transport.AeronTransportContext;
 import org.attn4j.distributed.transport.InJvmTransport;
@@ -182,20 +180,14 @@ public final class Ranks implements AutoCloseable {
         }
     }
 
-    /** {@code n} loopback endpoints ({@code 127.0.0.1:port}) on UDP ports that were free a moment ago. */
+    /**
+     * {@code n} loopback endpoints ({@code 127.0.0.1:port}) on ports that were free for UDP and TCP a moment ago
+     * (below the ephemeral range: no connection's local port takes one in the meantime).
+     */
     public static List<String> freeLoopbackEndpoints(int n) {
-        List<DatagramSocket> sockets = new ArrayList<>();
         List<String> endpoints = new ArrayList<>();
-        try {
-            for (int i = 0; i < n; i++) {
-                DatagramSocket s = new DatagramSocket(0, InetAddress.getLoopbackAddress());
-                sockets.add(s);
-                endpoints.add("127.0.0.1:" + s.getLocalPort());
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        } finally {
-            sockets.forEach(DatagramSocket::close);
+        for (int port : FreePorts.udp(InetAddress.getLoopbackAddress(), n)) {
+            endpoints.add("127.0.0.1:" + port);
         }
         return endpoints;
     }
