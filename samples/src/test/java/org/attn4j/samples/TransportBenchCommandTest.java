@@ -61,7 +61,7 @@ class TransportBenchCommandTest {
                 "network namespaces need root and the ip tool");
         CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "4k", "--ring-min-size", "64k",
                 "--ring-max-size", "64k", "--ring-workers", "2", "--repeats", "2", "--warm-up", "0.2",
-                "--namespaces", "2", "--link-mtu", "9000", "--heap", "512m", "--out", tmp.toString());
+                "--namespaces", "2", "--network", "udp", "--link-mtu", "9000", "--heap", "512m", "--out", tmp.toString());
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
         String all = String.join("\n", csv);

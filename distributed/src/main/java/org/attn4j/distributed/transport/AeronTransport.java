@@ -630,13 +630,32 @@ public final class AeronTransport implements Transport {
     private void onAeronError(Throwable t) {
         if (t instanceof DriverTimeoutException && !closed.get()) {
             LOG.error("rank {}: lost the media driver; failing every peer", rank(), t);
-            for (int p = 0; p < worldSize(); p++) {
-                if (p != rank()) {
-                    failPeer(p, "rank " + rank() + " lost its media driver");
-                }
-            }
+            driverLost();
         } else if (!closed.get()) {
             LOG.warn("rank {}: Aeron error", rank(), t);
+        }
+    }
+
+    /**
+     * Whether the media driver showed a heartbeat within the last second. A stalled send over Aeron asks before
+     * blaming its peer: with the driver gone (it lives in another rank's process when ranks share a host) no
+     * publication moves, whichever peer it goes to. Any thread; maps the driver's control file, so only for such
+     * rare checks.
+     */
+    boolean driverAlive() {
+        try {
+            return aeron.context().isDriverActive(1000, message -> { });
+        } catch (RuntimeException e) {
+            return false;
+        }
+    }
+
+    /** Fails every peer: this rank lost its media driver. Any thread. */
+    void driverLost() {
+        for (int p = 0; p < worldSize(); p++) {
+            if (p != rank()) {
+                failPeer(p, "rank " + rank() + " lost its media driver");
+            }
         }
     }
 

@@ -557,6 +557,10 @@ final class SenderAgent implements Agent {
         if (link.queue.isEmpty() || now - link.waitingSinceNs <= timeoutNs) {
             return;
         }
+        if (!(link.publication instanceof TcpOutbound) && !transport.driverAlive()) {
+            transport.driverLost();                    // the queue fails with the peer, on the next cycle
+            return;
+        }
         Outgoing head = link.queue.poll();
         link.pending.decrementAndGet();
         Duration waited = Duration.ofNanos(now - link.waitingSinceNs);

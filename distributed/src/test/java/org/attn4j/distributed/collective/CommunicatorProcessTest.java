@@ -72,7 +72,10 @@ class CommunicatorProcessTest {
             String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
                     .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
                             + output()));
-            assertTrue(line.contains("allGather") && line.contains("peer rank 2"), line);
+            // Over IPC the host's media driver runs in the first rank to start: when that was rank 2, the others
+            // lose it with rank 2 and say so (documented), since no publication on the host moves without it.
+            assertTrue(line.contains("allGather") && (line.contains("peer rank 2")
+                    || line.contains("lost its media driver")), line);
         }
     }
 

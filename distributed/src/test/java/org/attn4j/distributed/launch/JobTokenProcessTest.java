@@ -32,6 +32,7 @@ class JobTokenProcessTest {
                 .rankEnv(2, WorkerEnvironment.PEERS, "127.0.0.1:" + ports[0] + ",127.0.0.1:" + ports[2])
                 .rankEnv(2, WorkerEnvironment.JOB_TOKEN, LocalLauncher.newJobToken())
                 .rankEnv(2, org.attn4j.distributed.transport.AeronTransportContext.ENV_IPC, "0")
+                .rankEnv(2, org.attn4j.distributed.transport.AeronTransportContext.ENV_NETWORK, "udp")
                 .build().run();
         String output = String.join("\n", out);
         assertEquals(0, r.exitCode(), r + "\n" + output);

@@ -87,9 +87,14 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Option(names = "--path", paramLabel = "PATH", defaultValue = "ipc",
             description = "How the workers (all on this machine) reach each other: ipc (Aeron IPC through one media "
-                    + "driver, the default for ranks on one host) or udp (UDP loopback, the path between hosts; "
+                    + "driver, the default for ranks on one host), tcp or udp (loopback, the paths between hosts; "
                     + "default: ${DEFAULT-VALUE}).")
     String path;
+
+    @Option(names = "--network", paramLabel = "PROTOCOL", defaultValue = "tcp",
+            description = "With --namespaces, the protocol between them: tcp (the transport's default) or udp "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String network;
 
     @Option(names = "--compare-mpi", paramLabel = "DIR",
             description = "Also run Open MPI's collectives from DIR/run.sh (the anchor in "
@@ -97,7 +102,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
     Path compareMpi;
 
     @Option(names = "--namespaces", paramLabel = "HOSTS", defaultValue = "0",
-            description = "Also run the ring collectives over UDP across HOSTS network namespaces on a bridge (one "
+            description = "Also run the ring collectives across HOSTS network namespaces on a bridge (one "
                     + "worker each, no rate limit; needs root), beside iperf3's TCP throughput between two of them "
                     + "when iperf3 is installed (default: ${DEFAULT-VALUE}: off).")
     int namespaces;
@@ -157,8 +162,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 throw new UserInputException("--ring-workers must be in [2, 16], got " + p);
             }
         }
-        if (!path.equals("ipc") && !path.equals("udp")) {
-            throw new UserInputException("--path must be ipc or udp, got \"" + path + "\"");
+        if (!path.equals("ipc") && !path.equals("udp") && !path.equals("tcp")) {
+            throw new UserInputException("--path must be ipc, tcp or udp, got \"" + path + "\"");
+        }
+        if (!network.equals("tcp") && !network.equals("udp")) {
+            throw new UserInputException("--network must be tcp or udp, got \"" + network + "\"");
         }
         if (namespaces == 1 || namespaces < 0 || namespaces > 16) {
             throw new UserInputException("--namespaces must be 0 (off) or in [2, 16], got " + namespaces);
@@ -208,6 +216,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         Integer.toString(repeats), Double.toString(warmUp)))
                 .heap(heap).timeout(Duration.ofMinutes(30))
                 .env(AeronTransportContext.ENV_IPC, path.equals("ipc") ? "1" : "0")
+                .env(AeronTransportContext.ENV_NETWORK, path.equals("udp") ? "udp" : "tcp")
                 .output(line -> {
                     if (line.startsWith(resultPrefix)) {
                         rows.add(Row.parse(line.substring(resultPrefix.length())));
@@ -240,6 +249,10 @@ public final class TransportBenchCommand implements Callable<Integer> {
             if (linkMtu > 0) {
                 launch.env(AeronTransportContext.ENV_MTU, "link");          // datagrams as large as the links allow
             }
+            launch.env(AeronTransportContext.ENV_NETWORK, network);
+            // Each worker is alone in its namespace, but they all share this machine's cores: unless told otherwise,
+            // they wait as ranks sharing one host would (the transport's rule for ranks per core).
+            launch.env(AeronTransportContext.ENV_IDLE, namespaceIdle());
             LaunchResult r = launch.rendezvous(cluster.address(0), NAMESPACE_MASTER_PORT).prefix(cluster::prefix)
                     .args(List.of("ring", sizes.stream().map(String::valueOf).collect(Collectors.joining(",")),
                             Integer.toString(repeats), Double.toString(warmUp)))
@@ -271,6 +284,19 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
         log.flush();
         return rows;
+    }
+
+    /**
+     * How the namespace workers' progress threads wait: ATTN4J_TRANSPORT_IDLE when set, else the transport's rule
+     * for ranks sharing a host's cores (spin with two cores per rank, yield with one, park with fewer).
+     */
+    private String namespaceIdle() {
+        String set = System.getenv(AeronTransportContext.ENV_IDLE);
+        if (set != null && !set.isBlank()) {
+            return set.trim().toLowerCase(Locale.ROOT);
+        }
+        int cores = Runtime.getRuntime().availableProcessors();
+        return cores >= 2 * namespaces ? "spin" : cores >= namespaces ? "yield" : "park";
     }
 
     /**
@@ -374,8 +400,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     private void writeCsv(Path file, List<Row> rows, List<MpiRow> mpi) throws IOException {
         StringBuilder b = new StringBuilder("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us\n");
         for (Row r : rows) {
-            String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-udp" : "attn4j-"
-                    + path;
+            String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-" + network
+                    : "attn4j-" + path;
             b.append(String.format(Locale.ROOT, "%s,%s,%d,%d,%s,%.4f,%s,%s%n", source, r.kind(), r.workers(),
                     r.bytes(), optional(r.medianUs(), "%.3f"), r.gbps(), optional(r.busGbps(), "%.4f"),
                     optional(r.p99Us(), "%.3f")));
@@ -394,7 +420,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     private void writeChart(Path file, List<Row> rows) throws IOException {
         XYChart chart = new XYChartBuilder().width(1000).height(650)
-                .title("Aeron transport between worker processes (" + (path.equals("ipc") ? "IPC" : "UDP loopback")
+                .title("Aeron transport between worker processes (" + (path.equals("ipc") ? "IPC" : path.toUpperCase(Locale.ROOT) + " loopback")
                         + "), float32")
                 .xAxisTitle("message / collective size (log scale)").yAxisTitle("GB/s").build();
         chart.getStyler().setChartBackgroundColor(Color.WHITE);
@@ -435,7 +461,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Row> rows, List<MpiRow> mpi, MachineInfo m, String command) {
         String how = path.equals("ipc") ? "through Aeron IPC (one media driver for the job on this machine, "
-                + "shared-memory logs)" : "over UDP loopback (a media driver each, as between hosts)";
+                + "shared-memory logs)" : path.equals("udp") ? "over UDP loopback (a media driver each, as between hosts)"
+                : "over TCP loopback (one connection per direction and pair, as between hosts)";
         StringBuilder b = new StringBuilder(MarkdownSection.opening("Transport: Aeron between worker processes",
                 command, m, "Worker JVMs on this machine send float32 arrays to each other " + how + "; GB = 10^9 "
                         + "bytes. Latency is half the round trip of one array sent and sent back, its median and 99th "
@@ -491,11 +518,12 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (rows.stream().anyMatch(r -> r.kind().startsWith("ns-"))) {
             Optional<Row> iperf = rows.stream().filter(r -> r.kind().equals("iperf3")).findFirst();
             Optional<Row> ring = rows.stream().filter(r -> r.kind().equals("iperf3-ring")).findFirst();
-            b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, UDP "
-                    + "between them through a media driver each, veth links of MTU ")
-                    .append(linkMtu > 0 ? linkMtu : 1500)
-                    .append(" without a rate limit, all on this machine's cores; UDP datagrams of up to ")
-                    .append(namespaceUdpMtu).append(" bytes)")
+            b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, ")
+                    .append(network.equals("udp") ? "UDP between them through a media driver each" : "TCP between them")
+                    .append(", veth links of MTU ").append(linkMtu > 0 ? linkMtu : 1500)
+                    .append(" without a rate limit, all on this machine's cores, progress threads set to ")
+                    .append(namespaceIdle())
+                    .append(network.equals("udp") ? "; UDP datagrams of up to " + namespaceUdpMtu + " bytes)" : ")")
                     .append(iperf.map(r -> String.format(Locale.ROOT, "; iperf3 (TCP, 3 s) from the first to the "
                             + "second alone: %.3f GB/s", r.gbps())).orElse(""))
                     .append(ring.map(r -> String.format(Locale.ROOT, ", and per link with every link of the ring "
@@ -518,7 +546,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
         Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
                 .findFirst();
         b.append('\n').append(p2p.map(r -> String.format(Locale.ROOT, "Point-to-point bandwidth at 16 MB messages: "
-                + "%.2f GB/s %s.%n%n", r.gbps(), path.equals("ipc") ? "over IPC" : "over UDP loopback")).orElse(""));
+                + "%.2f GB/s %s.%n%n", r.gbps(), path.equals("ipc") ? "over IPC" : "over " + path.toUpperCase(Locale.ROOT) + " loopback")).orElse(""));
         b.append("![transport](").append(PNG).append(")\n");
         return b.toString();
     }
