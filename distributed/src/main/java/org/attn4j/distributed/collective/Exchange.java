@@ -125,6 +125,24 @@ final class Exchange<T> {
         return f.isDone() ? f.thenApplyAsync(Function.identity(), executor) : f;
     }
 
+    /**
+     * Receives the next array from the member at {@code index} and writes its sum with {@code addend} into
+     * {@code into} (see {@link Transport#receiveSum}); completes on the executor.
+     */
+    CompletableFuture<INDArray> receiveSum(int index, int phase, INDArray into, INDArray addend) {
+        if (result.isDone()) {
+            return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
+        }
+        CompletableFuture<INDArray> f = transport.receiveSum(group.rank(index), CollectiveTags.tag(channel, call,
+                phase), into, addend, executor);
+        f.whenComplete((v, e) -> {
+            if (e != null) {
+                fail(e);
+            }
+        });
+        return f.isDone() ? f.thenApplyAsync(Function.identity(), executor) : f;
+    }
+
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */
     CompletableFuture<INDArray[]> receiveAll(int index, int phase, int count) {
         INDArray[] tuple = new INDArray[count];

@@ -14,8 +14,9 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or adds to and forwards) slice
  * {@code k} of a step as soon as it has arrived, while the later slices of that step are still on the way, as
  * Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
- * into its place in the output (or in a scratch block for a reduce-scatter's partial sums), so the transport
- * writes the elements straight where they belong; a member's sends to its successor leave in (step, slice) order,
+ * into its place in the output (or in a scratch block for a reduce-scatter's partial sums, where the transport
+ * adds this member's share as it reads the message: {@code Transport.receiveSum}), so the transport writes the
+ * elements straight where they belong; a member's sends to its successor leave in (step, slice) order,
  * the order in which the successor's receives match them.
  *
  * <pre>
@@ -157,11 +158,14 @@ final class RingSlices {
             partial[s] = Nd4j.createUninitialized(out.dataType(), n);
         }
         partial[p - 2] = result;
+        // Each receive adds this member's share of its block to the partial sum that arrives, as the transport
+        // reads it (Transport.receiveSum), so the sum lands in place in one pass.
         List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
         for (int s = 0; s < p - 1; s++) {
+            INDArray local = block(flat, Math.floorMod(i - s - 2, p), n);
             List<CompletableFuture<INDArray>> step = new ArrayList<>();
             for (int j = 0; j < k; j++) {
-                step.add(ex.receiveInto(g.previous(), phase, slice(partial[s], n, k, j)));
+                step.add(ex.receiveSum(g.previous(), phase, slice(partial[s], n, k, j), slice(local, n, k, j)));
             }
             received.add(step);
         }
@@ -172,10 +176,8 @@ final class RingSlices {
         CompletableFuture<Void> forwarded = CompletableFuture.completedFuture(null);
         List<CompletableFuture<?>> all = new ArrayList<>();
         for (int s = 0; s < p - 1; s++) {
-            INDArray local = block(flat, Math.floorMod(i - s - 2, p), n);
             for (int j = 0; j < k; j++) {
-                INDArray share = slice(local, n, k, j);
-                CompletableFuture<INDArray> summed = received.get(s).get(j).thenApply(x -> n == 0 ? x : x.addi(share));
+                CompletableFuture<INDArray> summed = received.get(s).get(j);
                 if (s < p - 2) {
                     forwarded = forwarded.thenCombine(summed, (v, x) -> {
                         ex.send(g.next(), phase, x);

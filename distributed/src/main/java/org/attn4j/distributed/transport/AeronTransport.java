@@ -425,6 +425,18 @@ public final class AeronTransport implements Transport {
         return post(mailbox.receive(peer, tag, into, Objects.requireNonNull(completion, "completion")));
     }
 
+    /**
+     * As {@link Transport#receiveSum}: a FLOAT or DOUBLE message is added to {@code addend} as the receiver reads
+     * it out of the log (or the socket's bytes), straight into {@code into}.
+     */
+    @Override
+    public CompletableFuture<INDArray> receiveSum(int peer, int tag, INDArray into, INDArray addend,
+                                                  Executor completion) {
+        checkPeerAndTag("receive", peer, tag);
+        Mailbox.checkAddend(into, addend);
+        return post(mailbox.receive(peer, tag, into, addend, Objects.requireNonNull(completion, "completion")));
+    }
+
     /** A receive still waiting wakes the progress thread, which then polls closely for its message. */
     private CompletableFuture<INDArray> post(CompletableFuture<INDArray> f) {
         if (!f.isDone()) {

@@ -35,22 +35,36 @@ final class Mailbox {
         final int tag;
         /** Where the caller wants the elements, or null for a new array. */
         final INDArray into;
+        /** Added to the message on the way into {@link #into} ({@link Transport#receiveSum}), or null. */
+        final INDArray addend;
         final long startNs = System.nanoTime();
         final CompletableFuture<INDArray> future = new CompletableFuture<>();
         /** Where the future completes. */
         final Executor completion;
         ScheduledFuture<?> deadline;
 
-        Waiter(int peer, int tag, INDArray into, Executor completion) {
+        Waiter(int peer, int tag, INDArray into, INDArray addend, Executor completion) {
             this.peer = peer;
             this.tag = tag;
             this.into = into;
+            this.addend = addend;
             this.completion = completion;
         }
 
         /** The caller's array the message is being written into (see {@link #claim}). */
         INDArray into() {
             return into;
+        }
+
+        /** What the message is added to on its way into {@link #into()}, or null (a plain copy). */
+        INDArray addend() {
+            return addend;
+        }
+
+        /** The message as it completes this receive: copied into the caller's array, or summed there. */
+        INDArray complete(INDArray received) {
+            return addend != null ? sumInto(received, into, addend, peer, tag)
+                    : into == null || into == received ? received : copyInto(received, into, peer, tag);
         }
     }
 
@@ -88,6 +102,14 @@ final class Mailbox {
      * {@link Transport#receive(int, int, INDArray, Executor)}.
      */
     CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, Executor completion) {
+        return receive(peer, tag, into, null, completion);
+    }
+
+    /**
+     * As {@link #receive(int, int, INDArray, Executor)}, the message added to {@code addend} on its way into
+     * {@code into} when {@code addend} is not null; see {@link Transport#receiveSum}.
+     */
+    CompletableFuture<INDArray> receive(int peer, int tag, INDArray into, INDArray addend, Executor completion) {
         Waiter w;
         Object item = null;
         synchronized (this) {
@@ -106,7 +128,7 @@ final class Mailbox {
                 return CompletableFuture.failedFuture((Throwable) item);
             }
             try {
-                return CompletableFuture.completedFuture(into == null ? a : copyInto(a, into, peer, tag));
+                return CompletableFuture.completedFuture(new Waiter(peer, tag, into, addend, completion).complete(a));
             } catch (TransportException e) {
                 return CompletableFuture.failedFuture(e);
             }
@@ -121,9 +143,9 @@ final class Mailbox {
             ArrayDeque<Object> queue = arrived.get(key(peer, tag));
             if (queue != null && !queue.isEmpty()) {
                 // Arrived between the two locks: take it as above.
-                return receive(peer, tag, into, completion);
+                return receive(peer, tag, into, addend, completion);
             }
-            w = new Waiter(peer, tag, into, completion);
+            w = new Waiter(peer, tag, into, addend, completion);
             waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
             waiters++;
             // Scheduled under the lock so that a delivery cannot complete w before its deadline exists.
@@ -160,12 +182,8 @@ final class Mailbox {
         Waiter matched = w;
         if (item instanceof INDArray a) {
             TransportThreads.complete(matched.completion, () -> {
-                if (matched.into == null || matched.into == a) {
-                    matched.future.complete(a);
-                    return;
-                }
                 try {
-                    matched.future.complete(copyInto(a, matched.into, peer, tag));
+                    matched.future.complete(matched.complete(a));
                 } catch (TransportException e) {
                     matched.future.completeExceptionally(e);
                 }
@@ -227,6 +245,10 @@ final class Mailbox {
                     || w.into.wasClosed() || !Contiguity.isCContiguous(w.into)) {
                 return null;
             }
+            if (w.addend != null && (type != DataType.FLOAT && type != DataType.DOUBLE || w.addend.wasClosed()
+                    || !Contiguity.isCContiguous(w.addend))) {
+                return null;                             // summed on delivery instead
+            }
             queue.poll();
             waiters--;
             w.deadline.cancel(false);
@@ -267,6 +289,46 @@ final class Mailbox {
         }
         received.close();
         return into;
+    }
+
+    /**
+     * Writes {@code received + addend} into {@code into}, checking the message's type and element count as
+     * {@link #copyInto} does; {@code received} is closed.
+     */
+    static INDArray sumInto(INDArray received, INDArray into, INDArray addend, int peer, int tag) {
+        if (received.dataType() != into.dataType() || received.length() != into.length()) {
+            throw new TransportException("receive from rank " + peer + " with tag " + tag + " into an array of "
+                    + into.length() + " " + into.dataType() + ": the message holds " + received.length() + " "
+                    + received.dataType());
+        }
+        if (received.length() > 0) {
+            INDArray message = received.reshape('c', into.shape());
+            if (addend == into) {
+                into.addi(message);
+            } else {
+                into.assign(message).addi(addend.reshape('c', into.shape()));
+            }
+        }
+        received.close();
+        return into;
+    }
+
+    /**
+     * Checks the arrays of a {@link Transport#receiveSum}.
+     *
+     * @throws IllegalArgumentException for a null array, or an addend whose type or element count is not
+     *                                  {@code into}'s
+     */
+    static void checkAddend(INDArray into, INDArray addend) {
+        if (into == null || addend == null) {
+            throw new IllegalArgumentException("Transport.receiveSum: the " + (into == null ? "array to receive into"
+                    : "addend") + " is null");
+        }
+        if (addend.dataType() != into.dataType() || addend.length() != into.length()) {
+            throw new IllegalArgumentException("Transport.receiveSum: the addend holds " + addend.length() + " "
+                    + addend.dataType() + ", expected " + into.length() + " " + into.dataType()
+                    + " as the array to receive into");
+        }
     }
 
     /** Whether a receive is waiting for its message; any thread, no lock. */

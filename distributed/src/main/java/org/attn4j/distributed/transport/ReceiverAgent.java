@@ -57,6 +57,11 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         ByteBuffer bytes;
         /** The receive whose array the message is written into, or null (a new array). */
         Mailbox.Waiter claimed;
+        /** Whether the message is added to the claimed receive's addend on its way in ({@link #sum}). */
+        boolean summing;
+        boolean summingDoubles;
+        final UnsafeBuffer sumInto = new UnsafeBuffer(new byte[0]);
+        final UnsafeBuffer sumAddend = new UnsafeBuffer(new byte[0]);
         int tag;
         long sequence;
         int chunkCount;
@@ -98,6 +103,8 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
             + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
     private final UnsafeBuffer header = new UnsafeBuffer(scratch);
     private final CRC32C controlCrc = new CRC32C();
+    /** For checksums of buffers with neither an array nor a ByteBuffer behind them. */
+    private final byte[] crcCopy = new byte[16 << 10];
     private final AtomicLong dropped = new AtomicLong();
     private final AtomicLong corrupt = new AtomicLong();
     private final AtomicLong direct = new AtomicLong();
@@ -208,7 +215,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     @Override
     public ByteBuffer target(Object session, int max) {
         Session s = (Session) session;
-        if (s.discarding || !s.inChunk || s.bytes == null) {
+        if (s.discarding || !s.inChunk || s.bytes == null || s.summing) {
             return null;
         }
         int room = s.chunkLength - s.chunkWritten;
@@ -237,6 +244,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         s.array = null;
         s.bytes = null;
         s.claimed = null;
+        s.summing = false;
         if (s.peer >= 0) {
             // After a GOODBYE the peer has left already, and this changes nothing.
             transport.failPeer(s.peer, "its TCP connection to rank " + rank + " ended: " + why);
@@ -389,6 +397,12 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
                 // Straight into the caller's array when a receive gave one, else into a new array.
                 s.array = s.claimed != null ? s.claimed.into() : Nd4j.createUninitialized(dtype, shape, 'c');
                 s.bytes = ArrayBytes.bytes(s.array);
+                s.summing = s.claimed != null && s.claimed.addend() != null && elements > 0;
+                if (s.summing) {
+                    s.summingDoubles = dtype == DataType.DOUBLE;
+                    s.sumInto.wrap(s.bytes);
+                    s.sumAddend.wrap(ArrayBytes.bytes(s.claimed.addend()));
+                }
             } catch (RuntimeException | OutOfMemoryError e) {
                 // The receive fails instead of waiting for the timeout; the rest of the message is skipped.
                 s.array = null;
@@ -472,11 +486,59 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
             return;
         }
         int at = s.chunkOffset + s.chunkWritten;
-        buffer.getBytes(offset, s.bytes, at, length);
-        if (s.payloadChecked) {
-            s.crc.update(s.bytes.slice(at, length));
+        if (s.summing) {
+            if (s.payloadChecked) {
+                checksum(s.crc, buffer, offset, length);
+            }
+            int width = s.summingDoubles ? Double.BYTES : Float.BYTES;
+            if (at % width != 0 || length % width != 0) {
+                // Fragments of a chunk hold whole elements (headers and frames are multiples of 8 bytes).
+                if (s.damage == null) {
+                    s.damage = "a fragment of " + length + " bytes at byte " + at + " splits an element";
+                }
+                return;
+            }
+            sum(s, buffer, offset, at, length);
+        } else {
+            buffer.getBytes(offset, s.bytes, at, length);
+            if (s.payloadChecked) {
+                s.crc.update(s.bytes.slice(at, length));
+            }
         }
         s.chunkWritten += length;
+    }
+
+    /** Writes the message's elements plus the addend's into the receive's array, bytes {@code at} onward. */
+    private static void sum(Session s, DirectBuffer message, int offset, int at, int length) {
+        UnsafeBuffer into = s.sumInto;
+        UnsafeBuffer addend = s.sumAddend;
+        if (s.summingDoubles) {
+            for (int i = 0; i < length; i += Double.BYTES) {
+                into.putDouble(at + i, message.getDouble(offset + i) + addend.getDouble(at + i));
+            }
+        } else {
+            for (int i = 0; i < length; i += Float.BYTES) {
+                into.putFloat(at + i, message.getFloat(offset + i) + addend.getFloat(at + i));
+            }
+        }
+    }
+
+    /** Feeds {@code length} bytes of {@code buffer} to the checksum, without copying where the buffer allows. */
+    private void checksum(CRC32C crc, DirectBuffer buffer, int offset, int length) {
+        ByteBuffer b = buffer.byteBuffer();
+        if (b != null) {
+            int from = buffer.wrapAdjustment() + offset;
+            crc.update(b.duplicate().clear().limit(from + length).position(from));
+        } else if (buffer.byteArray() != null) {
+            crc.update(buffer.byteArray(), buffer.wrapAdjustment() + offset, length);
+        } else {
+            for (int done = 0; done < length; ) {
+                int n = Math.min(crcCopy.length, length - done);
+                buffer.getBytes(offset + done, crcCopy, 0, n);
+                crc.update(crcCopy, 0, n);
+                done += n;
+            }
+        }
     }
 
     private void onChunkEnd(Session s) {
@@ -515,6 +577,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         s.array = null;
         s.bytes = null;
         s.claimed = null;
+        s.summing = false;
     }
 
     private void checkLiveness(long now) {

@@ -41,6 +41,12 @@ final class SenderAgent implements Agent {
     private static final int CHUNK_BUDGET = 4;
     /** How often an unacknowledged HELLO is sent again. */
     static final long HELLO_RETRY_MS = 100;
+    /**
+     * How long a broken TCP connection (the peer's process is gone or going) waits before it fails its peer: what
+     * the peer sent before it went (a collective's failure notice naming the rank that really failed, its
+     * goodbye) arrives on its own connection to this rank, and is read and acted on first.
+     */
+    private static final long BROKEN_LINK_GRACE_NS = TimeUnit.MILLISECONDS.toNanos(500);
 
     /** One array to send, and how far it got. */
     static final class Outgoing {
@@ -96,6 +102,8 @@ final class SenderAgent implements Agent {
         long lastSentNs;
         /** When the head of the queue last moved (or arrived at an idle link). */
         long waitingSinceNs;
+        /** When a TCP connection broke (see {@link #BROKEN_LINK_GRACE_NS}); 0 while it is whole. */
+        long brokenSinceNs;
         long nextSequence;
         volatile boolean corruptNextChunk;
         /**
@@ -423,6 +431,13 @@ final class SenderAgent implements Agent {
             failQueue(link, m -> new PeerFailedException(context.rank(), link.peer, m.tag, failure));
             return 0;
         }
+        if (link.brokenSinceNs != 0) {
+            Outgoing head = link.queue.peek();
+            if (now - link.brokenSinceNs >= BROKEN_LINK_GRACE_NS) {
+                failLink(link, Publication.CLOSED, head == null ? -1 : head.tag);
+            }
+            return 0;
+        }
         int work = link.publication.flush() > 0 ? 1 : 0;
         settle(link);
         boolean isAcknowledged = acknowledged.get(link.peer) == 1 || ignoreAcknowledgements;
@@ -573,6 +588,15 @@ final class SenderAgent implements Agent {
     private void failLink(PeerLink link, long result, int tag) {
         String where = "rank " + context.rank() + ": send to rank " + link.peer + (tag >= 0 ? " with tag " + tag : "");
         TransportException e;
+        if (result == Publication.CLOSED && link.publication instanceof TcpOutbound) {
+            long now = System.nanoTime();
+            if (link.brokenSinceNs == 0) {
+                link.brokenSinceNs = now == 0 ? 1 : now;
+            }
+            if (now - link.brokenSinceNs < BROKEN_LINK_GRACE_NS) {
+                return;                                  // failed by service() after the grace, unless named sooner
+            }
+        }
         if (result == Publication.CLOSED) {
             String why = link.publication.closedReason();
             e = new TransportClosedException(where + " failed: " + (why != null ? why : "the publication is closed"));

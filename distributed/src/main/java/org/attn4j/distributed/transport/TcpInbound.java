@@ -68,6 +68,9 @@ final class TcpInbound implements AutoCloseable {
         int bodyLeft = -1;
         /** Bytes read in the current poll. */
         int bytesRead;
+        /** Payload bytes read past the last whole 8-byte word handed on, at most 7. */
+        final byte[] carry = new byte[8];
+        int carried;
 
         Connection(SocketChannel channel, Object session, String from) {
             this.channel = channel;
@@ -182,7 +185,7 @@ final class TcpInbound implements AutoCloseable {
                     nextRecord(c);
                 }
             } else {
-                ByteBuffer target = sink.target(c.session, c.bodyLeft);
+                ByteBuffer target = c.carried == 0 ? sink.target(c.session, c.bodyLeft) : null;
                 if (target != null) {
                     int n = c.channel.read(target);
                     if (n < 0) {
@@ -199,7 +202,11 @@ final class TcpInbound implements AutoCloseable {
                     }
                     continue;
                 }
-                body.clear().limit(Math.min(BODY, c.bodyLeft));
+                // Fragments hold whole 8-byte words, as Aeron's do (a receiver adding elements as it reads needs
+                // whole ones): up to 7 bytes read past the last whole word wait in the connection's carry.
+                body.clear();
+                body.put(c.carry, 0, c.carried);
+                body.limit(c.carried + Math.min(BODY - 8, c.bodyLeft));
                 int n = c.channel.read(body);
                 if (n < 0) {
                     return "the peer closed the connection in the middle of a record";
@@ -209,7 +216,13 @@ final class TcpInbound implements AutoCloseable {
                 }
                 c.bytesRead += n;
                 c.bodyLeft -= n;
-                sink.fragment(c.session, bodyView, 0, n, false, c.bodyLeft == 0);
+                int available = c.carried + n;
+                int whole = c.bodyLeft == 0 ? available : available & ~7;
+                c.carried = available - whole;
+                body.get(whole, c.carry, 0, c.carried);
+                if (whole > 0) {
+                    sink.fragment(c.session, bodyView, 0, whole, false, c.bodyLeft == 0);
+                }
                 if (c.bodyLeft == 0) {
                     nextRecord(c);
                 }

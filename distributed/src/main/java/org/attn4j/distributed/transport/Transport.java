@@ -95,6 +95,26 @@ public interface Transport extends AutoCloseable {
         return TransportThreads.handOff(into == null ? receive(peer, tag) : receive(peer, tag, into), completion);
     }
 
+    /**
+     * Receives the next array that {@code peer} sent under {@code tag} and writes its sum with {@code addend} into
+     * {@code into}: {@code into = message + addend}, element by element in C order, as a ring reduce-scatter needs
+     * (the partial sum that arrives plus this rank's share). The message must hold {@code into}'s type and number
+     * of elements, and {@code addend} holds as many of the same type ({@code addend} may be {@code into} itself:
+     * the message is added to it). Where it can (FLOAT or DOUBLE, both arrays contiguous in C order, the receive
+     * posted before the message arrives) the transport adds while it reads the message out of its own buffers,
+     * the message landing nowhere else; otherwise it receives the message first and adds on delivery. Neither
+     * array may be touched until the future completes; after a failure {@code into}'s contents are undefined.
+     *
+     * @return {@code into}, once it holds the sum; fails as {@link #receive(int, int, INDArray)} does
+     * @throws IllegalArgumentException for a bad peer or tag, a null array, or an addend whose type or element
+     *                                  count is not {@code into}'s (synchronously)
+     */
+    default CompletableFuture<INDArray> receiveSum(int peer, int tag, INDArray into, INDArray addend,
+                                                   Executor completion) {
+        Mailbox.checkAddend(into, addend);
+        return receive(peer, tag, null, completion).thenApply(a -> Mailbox.sumInto(a, into, addend, peer, tag));
+    }
+
     /** Bytes this rank has sent, per peer and per tag (payload bytes of arrays, not headers). */
     TrafficCounter traffic();
 

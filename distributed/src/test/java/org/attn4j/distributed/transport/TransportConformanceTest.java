@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -111,6 +112,70 @@ class TransportConformanceTest {
                     t.getMessage());
             assertSameArray(pattern(DataType.FLOAT, new long[] {5}, 25),
                     get(c.rank(1).receive(0, 24, Nd4j.create(DataType.FLOAT, 5))));
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Kind.class)
+    @Timeout(30)
+    void receivesTheSumOfTheMessageAndAnAddendWhetherPostedBeforeOrAfterTheMessageCame(Kind kind) throws Exception {
+        Executor pool = TransportThreads.completer();
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
+            for (DataType type : new DataType[] {DataType.FLOAT, DataType.DOUBLE}) {
+                int tag = type == DataType.FLOAT ? 31 : 32;
+                long n = (3 << 18) + 3;                                  // several chunks, an odd element count
+                INDArray message = pattern(type, new long[] {n}, tag);
+                INDArray addend = pattern(type, new long[] {n}, tag + 100);
+                INDArray expected = message.add(addend);
+                INDArray target = Nd4j.valueArrayOf(new long[] {n + 200}, -7.0, type);
+                INDArray into = target.get(NDArrayIndex.interval(100, 100 + n));
+                long direct = c.onWire() ? c.aeron(1).directReceives() : 0;
+                CompletableFuture<INDArray> posted = c.rank(1).receiveSum(0, tag, into, addend, pool);
+                c.rank(0).send(1, tag, message);
+                assertSame(into, get(posted), "the receive completes with the caller's array");
+                assertSameArray(expected, into);                          // the same bits as ND4J's add
+                assertEquals(-7.0, target.getDouble(99));                 // nothing written outside it
+                assertEquals(-7.0, target.getDouble(100 + n));
+                if (c.onWire()) {
+                    assertEquals(direct + 1, c.aeron(1).directReceives(), "summed straight from the transport's "
+                            + "buffers, no array between");
+                }
+            }
+            // Already there when the receive comes: summed on delivery. The addend may be the target itself.
+            INDArray matrix = pattern(DataType.FLOAT, new long[] {6, 5}, 33);
+            c.rank(0).send(1, 33, matrix);
+            c.rank(0).send(1, 34, Nd4j.scalar(1f));
+            get(c.rank(1).receive(0, 34));
+            INDArray acc = pattern(DataType.FLOAT, new long[] {30}, 35);
+            INDArray expected = acc.add(matrix.reshape(30));
+            assertSame(acc, get(c.rank(1).receiveSum(0, 33, acc, acc, pool)));
+            assertSameArray(expected, acc);
+            // In place while it arrives, too.
+            INDArray acc2 = pattern(DataType.DOUBLE, new long[] {1 << 17}, 36);
+            INDArray message2 = pattern(DataType.DOUBLE, new long[] {1 << 17}, 37);
+            INDArray expected2 = acc2.add(message2);
+            CompletableFuture<INDArray> inPlace = c.rank(1).receiveSum(0, 37, acc2, acc2, pool);
+            c.rank(0).send(1, 37, message2);
+            assertSameArray(expected2, get(inPlace));
+            // Types without an in-transport sum still get one, on delivery.
+            INDArray ints = Nd4j.createFromArray(1, 2, 3);
+            CompletableFuture<INDArray> intSum = c.rank(1).receiveSum(0, 38, Nd4j.create(DataType.INT, 3),
+                    Nd4j.createFromArray(10, 20, 30), pool);
+            c.rank(0).send(1, 38, ints);
+            assertSameArray(Nd4j.createFromArray(11, 22, 33), get(intSum));
+            // An addend that does not match is refused at once, naming both.
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> c.rank(1).receiveSum(0,
+                    39, Nd4j.create(DataType.FLOAT, 4), Nd4j.create(DataType.DOUBLE, 4), pool));
+            assertTrue(e.getMessage().contains("the addend holds 4 DOUBLE, expected 4 FLOAT"), e.getMessage());
+            // A message of another element count fails the receive; the next one still arrives.
+            c.rank(0).send(1, 40, pattern(DataType.FLOAT, new long[] {8}, 40));
+            c.rank(0).send(1, 40, pattern(DataType.FLOAT, new long[] {5}, 41));
+            Throwable t = failure(c.rank(1).receiveSum(0, 40, Nd4j.create(DataType.FLOAT, 5),
+                    Nd4j.zeros(DataType.FLOAT, 5), pool));
+            assertTrue(t.getMessage().contains("into an array of 5 FLOAT: the message holds 8 FLOAT"),
+                    t.getMessage());
+            assertSameArray(pattern(DataType.FLOAT, new long[] {5}, 41), get(c.rank(1).receiveSum(0, 40,
+                    Nd4j.create(DataType.FLOAT, 5), Nd4j.zeros(DataType.FLOAT, 5), pool)));
         }
     }
 
