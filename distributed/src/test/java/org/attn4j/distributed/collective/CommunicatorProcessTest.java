@@ -62,8 +62,10 @@ class CommunicatorProcessTest {
         LaunchResult r = workers(4, "die", "2").env("ATTN4J_TIMEOUT_MS", "5000").stopGrace(Duration.ofSeconds(10))
                 .build().run();
         removeCrashedDrivers(before);
-        assertEquals(3, r.exitCode(), r + "\n" + output());
-        assertEquals(2, r.firstFailedRank(), r.toString());
+        // Rank 2 halted (exit code 3). Over TCP the others learn it from the closed connection at once and may exit
+        // within the same millisecond, so which exit the launcher saw first is not asserted.
+        assertEquals(3, r.exitCodes()[2], r + "\n" + output());
+        assertTrue(r.firstFailedRank() >= 0, r.toString());
         for (int rank : new int[] {0, 1, 3}) {
             int rk = rank;
             assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
