@@ -530,7 +530,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
                             + "sending at once: %.3f GB/s", r.gbps())).orElse("")).append(":\n\n")
                     .append("| workers | size | all-gather bus bandwidth | reduce-scatter bus bandwidth |"
                             + (iperf.isPresent() ? " all-gather / iperf3 alone | all-gather / iperf3 ring |" : "")
-                            + "\n|---:|---:|---:|---:|" + (iperf.isPresent() ? "---:|---:|" : "") + "\n");
+                            + (ring.isPresent() ? " reduce-scatter / iperf3 ring |" : "")
+                            + "\n|---:|---:|---:|---:|" + (iperf.isPresent() ? "---:|---:|" : "")
+                            + (ring.isPresent() ? "---:|" : "") + "\n");
             for (Row r : rows) {
                 if (r.kind().equals("ns-allgather")) {
                     Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("ns-reducescatter")
@@ -539,6 +541,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
                             r.busGbps(), rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
                     iperf.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
                     ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
+                    ring.ifPresent(i -> b.append(rs.map(x -> String.format(Locale.ROOT, " %.2f |",
+                            x.busGbps() / i.gbps())).orElse(" |")));
                     b.append('\n');
                 }
             }
