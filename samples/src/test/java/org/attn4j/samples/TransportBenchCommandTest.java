@@ -83,9 +83,12 @@ class TransportBenchCommandTest {
 
     @Test
     void refusesAnUnknownPathAndAMissingAnchor() {
-        CliRun run = CliRun.of("bench", "transport", "--path", "tcp", "--out", tmp.toString());
+        CliRun run = CliRun.of("bench", "transport", "--path", "sctp", "--out", tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
-        assertTrue(run.err().contains("--path must be ipc or udp, got \"tcp\""), run.err());
+        assertTrue(run.err().contains("--path must be ipc, tcp or udp, got \"sctp\""), run.err());
+        run = CliRun.of("bench", "transport", "--network", "ipc", "--out", tmp.toString());
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
+        assertTrue(run.err().contains("--network must be tcp or udp, got \"ipc\""), run.err());
         run = CliRun.of("bench", "transport", "--compare-mpi", tmp.resolve("nowhere").toString(), "--out",
                 tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());

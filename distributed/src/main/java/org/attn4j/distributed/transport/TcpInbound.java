@@ -185,29 +185,16 @@ final class TcpInbound implements AutoCloseable {
                     nextRecord(c);
                 }
             } else {
-                ByteBuffer target = c.carried == 0 ? sink.target(c.session, c.bodyLeft) : null;
-                if (target != null) {
-                    int n = c.channel.read(target);
-                    if (n < 0) {
-                        return "the peer closed the connection in the middle of a record";
-                    }
-                    if (n == 0) {
-                        return null;
-                    }
-                    c.bytesRead += n;
-                    c.bodyLeft -= n;
-                    sink.wroteTarget(c.session, n, c.bodyLeft == 0);
-                    if (c.bodyLeft == 0) {
-                        nextRecord(c);
-                    }
-                    continue;
-                }
-                // Fragments hold whole 8-byte words, as Aeron's do (a receiver adding elements as it reads needs
+                // Straight into the receive's array where the receiver names it; else into the shared buffer, as
+                // fragments of whole 8-byte words as Aeron's are (a receiver adding elements as it reads needs
                 // whole ones): up to 7 bytes read past the last whole word wait in the connection's carry.
-                body.clear();
-                body.put(c.carry, 0, c.carried);
-                body.limit(c.carried + Math.min(BODY - 8, c.bodyLeft));
-                int n = c.channel.read(body);
+                ByteBuffer target = c.carried == 0 ? sink.target(c.session, c.bodyLeft) : null;
+                if (target == null) {
+                    body.clear();
+                    body.put(c.carry, 0, c.carried);
+                    body.limit(c.carried + Math.min(BODY - 8, c.bodyLeft));
+                }
+                int n = c.channel.read(target != null ? target : body);
                 if (n < 0) {
                     return "the peer closed the connection in the middle of a record";
                 }
@@ -216,12 +203,16 @@ final class TcpInbound implements AutoCloseable {
                 }
                 c.bytesRead += n;
                 c.bodyLeft -= n;
-                int available = c.carried + n;
-                int whole = c.bodyLeft == 0 ? available : available & ~7;
-                c.carried = available - whole;
-                body.get(whole, c.carry, 0, c.carried);
-                if (whole > 0) {
-                    sink.fragment(c.session, bodyView, 0, whole, false, c.bodyLeft == 0);
+                if (target != null) {
+                    sink.wroteTarget(c.session, n, c.bodyLeft == 0);
+                } else {
+                    int available = c.carried + n;
+                    int whole = c.bodyLeft == 0 ? available : available & ~7;
+                    c.carried = available - whole;
+                    body.get(whole, c.carry, 0, c.carried);
+                    if (whole > 0) {
+                        sink.fragment(c.session, bodyView, 0, whole, false, c.bodyLeft == 0);
+                    }
                 }
                 if (c.bodyLeft == 0) {
                     nextRecord(c);
