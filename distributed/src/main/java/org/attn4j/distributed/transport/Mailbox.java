@@ -42,6 +42,12 @@ final class Mailbox {
         /** Where the future completes. */
         final Executor completion;
         ScheduledFuture<?> deadline;
+        /**
+         * Why a claimed receive must fail (its peer failed), set on any thread; the receive is ended by the
+         * receiving thread ({@link #reapAbandoned}, {@link #finishClaimed}), so that its array is never written
+         * after the caller was told it failed and may have freed it.
+         */
+        volatile TransportException abandoned;
 
         Waiter(int peer, int tag, INDArray into, INDArray addend, Executor completion) {
             this.peer = peer;
@@ -79,6 +85,8 @@ final class Mailbox {
     private volatile int waiters;
     /** Receives whose message is being written into the caller's array ({@link #claim}). */
     private final Set<Waiter> claimed = new HashSet<>();
+    /** Whether a claimed receive was abandoned and waits for {@link #reapAbandoned}. */
+    private volatile boolean abandonedDue;
 
     /**
      * @param rank      the owning rank, for messages
@@ -214,11 +222,10 @@ final class Mailbox {
                     it.remove();
                 }
             }
-            for (Iterator<Waiter> it = claimed.iterator(); it.hasNext(); ) {
-                Waiter w = it.next();
+            for (Waiter w : claimed) {
                 if (w.peer == peer) {
-                    failed.add(w);
-                    it.remove();
+                    w.abandoned = new PeerFailedException(rank, peer, w.tag, reason);
+                    abandonedDue = true;
                 }
             }
         }
@@ -257,18 +264,43 @@ final class Mailbox {
         }
     }
 
-    /** Ends a claimed receive: with its array, or with {@code failure}. */
+    /**
+     * Fails the claimed receives whose peer failed ({@link Waiter#abandoned}); called by the thread that writes
+     * claimed receives, between its writes.
+     */
+    void reapAbandoned() {
+        if (!abandonedDue) {
+            return;
+        }
+        List<Waiter> reaped = new ArrayList<>();
+        synchronized (this) {
+            abandonedDue = false;
+            for (Iterator<Waiter> it = claimed.iterator(); it.hasNext(); ) {
+                Waiter w = it.next();
+                if (w.abandoned != null) {
+                    reaped.add(w);
+                    it.remove();
+                }
+            }
+        }
+        for (Waiter w : reaped) {
+            TransportThreads.complete(w.completion, () -> w.future.completeExceptionally(w.abandoned));
+        }
+    }
+
+    /** Ends a claimed receive: with its array, or with {@code failure} (or the peer's, if it failed meanwhile). */
     void finishClaimed(Waiter w, TransportException failure) {
         synchronized (this) {
             if (!claimed.remove(w)) {
-                return;                                  // failed already (peer failure or close)
+                return;                                  // failed already (reaped, or the mailbox closed)
             }
         }
+        TransportException why = w.abandoned != null ? w.abandoned : failure;
         TransportThreads.complete(w.completion, () -> {
-            if (failure == null) {
+            if (why == null) {
                 w.future.complete(w.into);
             } else {
-                w.future.completeExceptionally(failure);
+                w.future.completeExceptionally(why);
             }
         });
     }

@@ -45,6 +45,13 @@ interface Outbound {
         return false;
     }
 
+    /**
+     * Gives the link up before the sender fails sends whose payload it may still read ({@link #keepsPayload}): it
+     * reads none of it afterwards. Called when the peer is failed.
+     */
+    default void abandon() {
+    }
+
     /** Why the link closed (after an offer returned {@code CLOSED}), or null to let the caller say. */
     default String closedReason() {
         return null;

@@ -174,6 +174,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
             return 0;
         }
         int work = 0;
+        mailbox.reapAbandoned();                       // between writes: no array is written after its receive failed
         for (int i = 0; i < subscriptions.length; i++) {
             pollingIpc = ipcSubscription[i];
             work += subscriptions[i].poll(this, FRAGMENT_LIMIT);
@@ -215,7 +216,8 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     @Override
     public ByteBuffer target(Object session, int max) {
         Session s = (Session) session;
-        if (s.discarding || !s.inChunk || s.bytes == null || s.summing) {
+        if (s.discarding || !s.inChunk || s.bytes == null || s.summing
+                || s.claimed != null && s.claimed.abandoned != null) {
             return null;
         }
         int room = s.chunkLength - s.chunkWritten;
@@ -477,6 +479,19 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     /** Copies a fragment's bytes into the array and feeds the checksum while they are in cache. */
     private void copy(Session s, DirectBuffer buffer, int offset, int length) {
         if (length == 0) {
+            return;
+        }
+        if (s.claimed != null && s.claimed.abandoned != null) {
+            // The peer failed while its message was being written into a receive's array: the receive fails (no
+            // more writes into that array, which its caller may free) and the rest of the message is skipped.
+            mailbox.finishClaimed(s.claimed, null);
+            s.claimed = null;
+            s.array = null;
+            s.bytes = null;
+            s.summing = false;
+            s.skippedSequence = s.sequence;
+            s.inChunk = false;
+            s.discarding = true;
             return;
         }
         if (s.chunkWritten + length > s.chunkLength) {

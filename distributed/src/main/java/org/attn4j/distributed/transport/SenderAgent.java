@@ -428,6 +428,9 @@ final class SenderAgent implements Agent {
     private int service(PeerLink link, long now) {
         String failure = transport.peerFailure(link.peer);
         if (failure != null) {
+            if (!link.unsent.isEmpty() || !link.queue.isEmpty()) {
+                link.publication.abandon();            // before the callers may free what it still reads
+            }
             failQueue(link, m -> new PeerFailedException(context.rank(), link.peer, m.tag, failure));
             return 0;
         }
@@ -581,6 +584,7 @@ final class SenderAgent implements Agent {
         Duration waited = Duration.ofNanos(now - link.waitingSinceNs);
         String why = !link.publication.isConnected() ? "peer not connected"
                 : acknowledged.get(link.peer) == 0 ? "peer did not acknowledge this transport's HELLO" : "back pressure";
+        link.publication.abandon();                    // part of the head may still be read from its array
         fail(head, new PeerTimeoutException(context.rank(), link.peer, head.tag, waited, "send (" + why + ")"));
         transport.failPeer(link.peer, "no send progress for " + waited.toMillis() + " ms (" + why + ")");
     }

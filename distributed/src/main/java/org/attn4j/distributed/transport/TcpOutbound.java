@@ -228,6 +228,12 @@ final class TcpOutbound implements Outbound, AutoCloseable {
         quietClose();
     }
 
+    /** Closes the connection, dropping what was not yet handed to the kernel: the peer has failed. */
+    @Override
+    public void abandon() {
+        close();
+    }
+
     /** Closes the connection; what the kernel already holds is still delivered. */
     @Override
     public void close() {
