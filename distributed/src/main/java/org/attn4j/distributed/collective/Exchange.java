@@ -113,10 +113,16 @@ final class Exchange<T> {
         if (result.isDone()) {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
-        // Completes on this call's executor straight from the transport; a message that was already there
-        // completes at once, and its continuations are handed to the executor too (not run by the caller).
-        CompletableFuture<INDArray> f = transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase),
-                into, executor);
+        return tracked(transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase), into,
+                executor));
+    }
+
+    /**
+     * A receive of this call: its failure fails the call. It completes on this call's executor straight from the
+     * transport; a message that was already there completes at once, and its continuations are handed to the
+     * executor too (not run by the caller).
+     */
+    private CompletableFuture<INDArray> tracked(CompletableFuture<INDArray> f) {
         f.whenComplete((v, e) -> {
             if (e != null) {
                 fail(e);
@@ -133,14 +139,8 @@ final class Exchange<T> {
         if (result.isDone()) {
             return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
         }
-        CompletableFuture<INDArray> f = transport.receiveSum(group.rank(index), CollectiveTags.tag(channel, call,
-                phase), into, addend, executor);
-        f.whenComplete((v, e) -> {
-            if (e != null) {
-                fail(e);
-            }
-        });
-        return f.isDone() ? f.thenApplyAsync(Function.identity(), executor) : f;
+        return tracked(transport.receiveSum(group.rank(index), CollectiveTags.tag(channel, call, phase), into, addend,
+                executor));
     }
 
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */

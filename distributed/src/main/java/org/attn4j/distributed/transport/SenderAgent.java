@@ -267,11 +267,8 @@ final class SenderAgent implements Agent {
                     return true;
                 }
             }
-            if (link.publication.keepsPayload() && !link.publication.sent(position)) {
-                m.endPosition = position;
-                link.unsent.add(m);
-            } else {
-                m.future.complete(null);
+            if (!heldUntilSent(link, m, position)) {
+                m.future.complete(null);               // on this thread: nothing can be attached yet
             }
             return true;
         } finally {
@@ -281,12 +278,19 @@ final class SenderAgent implements Agent {
 
     /** A send whose last chunk was offered at {@code position}: done now, or once the link has written it. */
     private static void offered(PeerLink link, Outgoing m, long position) {
+        if (!heldUntilSent(link, m, position)) {
+            TransportThreads.complete(m.completion, () -> m.future.complete(null));
+        }
+    }
+
+    /** Whether {@code m} waits in {@link PeerLink#unsent} because the link still reads its payload. */
+    private static boolean heldUntilSent(PeerLink link, Outgoing m, long position) {
         if (link.publication.keepsPayload() && !link.publication.sent(position)) {
             m.endPosition = position;
             link.unsent.add(m);
-        } else {
-            TransportThreads.complete(m.completion, () -> m.future.complete(null));
+            return true;
         }
+        return false;
     }
 
     /** Completes the sends whose payload the link has written since, or fails them all if it closed. */
