@@ -142,18 +142,10 @@ final class TcpOutbound implements Outbound, AutoCloseable {
         long length = first.remaining() + (second == null ? 0 : second.remaining());
         long n;
         try {
-            if (second == null) {
-                n = channel.write(first);
-            } else {
-                pair[0] = first;
-                pair[1] = second;
-                n = channel.write(pair);
-            }
+            n = writeOut(first, second);
         } catch (IOException e) {
             fail(e);
             return Publication.CLOSED;
-        } finally {
-            pair[1] = null;
         }
         if (n == 0) {
             return Publication.BACK_PRESSURED;              // nothing taken: the record is not offered
@@ -177,23 +169,29 @@ final class TcpOutbound implements Outbound, AutoCloseable {
             return 0;
         }
         try {
-            long n;
-            if (payloadRest == null) {
-                n = channel.write(headRest);
-            } else {
-                pair[0] = headRest;
-                pair[1] = payloadRest;
-                n = channel.write(pair);
-                pair[1] = null;
-                if (!payloadRest.hasRemaining()) {
-                    payloadRest = null;
-                }
+            long n = writeOut(headRest, payloadRest);
+            if (payloadRest != null && !payloadRest.hasRemaining()) {
+                payloadRest = null;
             }
             written += n;
             return (int) n;
         } catch (IOException e) {
             fail(e);
             return 0;
+        }
+    }
+
+    /** Writes what the kernel takes of {@code first} then {@code second} (null: none); the bytes written. */
+    private long writeOut(ByteBuffer first, ByteBuffer second) throws IOException {
+        if (second == null) {
+            return channel.write(first);
+        }
+        pair[0] = first;
+        pair[1] = second;
+        try {
+            return channel.write(pair);
+        } finally {
+            pair[1] = null;
         }
     }
 
