@@ -45,6 +45,7 @@ public final class AeronTransportContext {
     private final String aeronDirectory;
     private final int streamId;
     private final Duration idleMaxPark;
+    private final Duration lateReceiveWait;
     private final boolean sameHostIpc;
     private final int ipcTermLength;
     private final boolean ipcChecksums;
@@ -67,6 +68,7 @@ public final class AeronTransportContext {
         this.aeronDirectory = b.aeronDirectory;
         this.streamId = b.streamId;
         this.idleMaxPark = b.idleMaxPark;
+        this.lateReceiveWait = b.lateReceiveWait;
         this.sameHostIpc = b.sameHostIpc;
         this.ipcTermLength = b.ipcTermLength;
         this.ipcChecksums = b.ipcChecksums;
@@ -265,6 +267,14 @@ public final class AeronTransportContext {
         return idleMaxPark;
     }
 
+    /**
+     * How long a large message (64 KiB or more) that no receive waits for yet stays in the log or socket, so that a
+     * receive posted meanwhile takes it straight into the caller's array; zero: read every message at once.
+     */
+    public Duration lateReceiveWait() {
+        return lateReceiveWait;
+    }
+
     /** Whether same-host peers talk over Aeron IPC through one media driver per host (default true). */
     public boolean sameHostIpc() {
         return sameHostIpc;
@@ -383,6 +393,7 @@ public final class AeronTransportContext {
         private String aeronDirectory;
         private int streamId = 10_001;
         private Duration idleMaxPark = Duration.ofMillis(1);
+        private Duration lateReceiveWait = Duration.ofMillis(5);
         private boolean sameHostIpc = true;
         private int ipcTermLength = 8 << 20;
         private boolean ipcChecksums;
@@ -550,6 +561,16 @@ public final class AeronTransportContext {
             return this;
         }
 
+        /**
+         * How long a large message that no receive waits for yet stays unread (see {@link #lateReceiveWait()});
+         * default 5 ms, zero to read every message at once. Messages behind it from the same peer wait as long at
+         * most, once per peer until a receive is found waiting again.
+         */
+        public Builder lateReceiveWait(Duration lateReceiveWait) {
+            this.lateReceiveWait = lateReceiveWait;
+            return this;
+        }
+
         /** Same-host peers over Aeron IPC through one media driver per host; default true. */
         public Builder sameHostIpc(boolean sameHostIpc) {
             this.sameHostIpc = sameHostIpc;
@@ -655,6 +676,10 @@ public final class AeronTransportContext {
             if (aeronDirectory != null && (aeronDirectory.isBlank() || !new File(aeronDirectory).isDirectory())) {
                 throw bad("Aeron directory '" + aeronDirectory + "' is not a directory; start the media driver"
                         + " first or leave it unset for an embedded driver");
+            }
+            if (lateReceiveWait == null || lateReceiveWait.isNegative() || lateReceiveWait.compareTo(timeout) >= 0) {
+                throw bad("late receive wait is " + lateReceiveWait + "; it must be zero or positive and shorter "
+                        + "than the timeout (" + timeout + ")");
             }
             if (idleMaxPark == null || idleMaxPark.isNegative() || idleMaxPark.isZero()
                     || idleMaxPark.compareTo(heartbeat) > 0) {

@@ -363,6 +363,12 @@ final class Mailbox {
         }
     }
 
+    /** Whether a receive waits for {@code peer}'s next message under {@code tag}. */
+    synchronized boolean awaits(int peer, int tag) {
+        ArrayDeque<Waiter> queue = waiting.get(key(peer, tag));
+        return queue != null && !queue.isEmpty();
+    }
+
     /** Whether a receive is waiting for its message; any thread, no lock. */
     boolean hasWaiting() {
         return waiters > 0;

@@ -21,7 +21,8 @@ import org.agrona.concurrent.UnsafeBuffer;
  * receiver as Aeron fragments would be: a first fragment with the whole header (and, for a short record, all
  * of it), then the payload in pieces as they are read, the last one marked as the end; or, where the receiver
  * names the array the payload belongs in ({@link Sink#target}), the payload is read from the socket straight
- * into it. The receiver applies
+ * into it. The receiver may leave a record's first fragment for a later poll (a message no receive waits for
+ * yet), and the connection is not read further until it takes it. The receiver applies
  * the same checks as on Aeron links (HELLO with the job token before anything else, CRC32C per chunk).
  * A record length that no sender of this job writes closes the connection.
  */
@@ -40,8 +41,13 @@ final class TcpInbound implements AutoCloseable {
         /** A new connection; returns the receiver's state for it. */
         Object opened(String from);
 
-        /** A fragment of a record, as {@code FragmentHandler.onFragment} with begin and end flags. */
-        void fragment(Object session, UnsafeBuffer buffer, int offset, int length, boolean begin, boolean end);
+        /**
+         * A fragment of a record, as {@code FragmentHandler.onFragment} with begin and end flags.
+         *
+         * @return false to leave a record's first fragment unread for now: it is offered again on a later poll,
+         *         and nothing more is read from its connection meanwhile (always true for later fragments)
+         */
+        boolean fragment(Object session, UnsafeBuffer buffer, int offset, int length, boolean begin, boolean end);
 
         /**
          * Where up to {@code max} bytes of the payload being read may go straight from the socket (the array the
@@ -66,6 +72,8 @@ final class TcpInbound implements AutoCloseable {
         int recordLength = -1;
         /** Bytes of the current record still to read after its first fragment; -1 while that is being read. */
         int bodyLeft = -1;
+        /** Whether the record's first fragment was left unread by the sink ({@link Sink#fragment}). */
+        boolean held;
         /** Bytes read in the current poll. */
         int bytesRead;
         /** Payload bytes read past the last whole 8-byte word handed on, at most 7. */
@@ -160,7 +168,11 @@ final class TcpInbound implements AutoCloseable {
     private String read(Connection c, Sink sink) throws IOException {
         c.bytesRead = 0;
         while (c.bytesRead < READ_BUDGET) {
-            if (c.bodyLeft <= 0) {
+            if (c.held) {
+                if (!offerHead(c, sink)) {
+                    return null;
+                }
+            } else if (c.bodyLeft <= 0) {
                 int n = c.channel.read(c.head);
                 if (n < 0) {
                     return "the peer closed the connection";
@@ -178,11 +190,8 @@ final class TcpInbound implements AutoCloseable {
                     c.head.limit(TcpOutbound.PREFIX + Math.min(HEAD, c.recordLength));
                     continue;
                 }
-                int first = c.head.limit() - TcpOutbound.PREFIX;
-                c.bodyLeft = c.recordLength - first;
-                sink.fragment(c.session, c.headView, TcpOutbound.PREFIX, first, true, c.bodyLeft == 0);
-                if (c.bodyLeft == 0) {
-                    nextRecord(c);
+                if (!offerHead(c, sink)) {
+                    return null;
                 }
             } else {
                 // Straight into the receive's array where the receiver names it; else into the shared buffer, as
@@ -220,6 +229,21 @@ final class TcpInbound implements AutoCloseable {
             }
         }
         return null;
+    }
+
+    /** Hands the record's first fragment to the sink; false if the sink left it for later. */
+    private static boolean offerHead(Connection c, Sink sink) {
+        int first = c.head.limit() - TcpOutbound.PREFIX;
+        int bodyLeft = c.recordLength - first;
+        c.held = !sink.fragment(c.session, c.headView, TcpOutbound.PREFIX, first, true, bodyLeft == 0);
+        if (c.held) {
+            return false;
+        }
+        c.bodyLeft = bodyLeft;
+        if (bodyLeft == 0) {
+            nextRecord(c);
+        }
+        return true;
     }
 
     private static void nextRecord(Connection c) {

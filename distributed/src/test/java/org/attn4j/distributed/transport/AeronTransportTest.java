@@ -385,6 +385,12 @@ class AeronTransportTest {
         b.termLength(16 << 20);
         assertMessage("heartbeat interval is 40000 ms", () -> b.heartbeatInterval(Duration.ofSeconds(40)).build());
         b.heartbeatInterval(null);
+        assertMessage("late receive wait is PT-0.001S; it must be zero or positive and shorter than the timeout",
+                () -> b.lateReceiveWait(Duration.ofMillis(-1)).build());
+        assertMessage("late receive wait is PT1M; it must be zero or positive and shorter than the timeout (PT1M)",
+                () -> b.lateReceiveWait(Duration.ofMinutes(1)).build());
+        b.lateReceiveWait(Duration.ZERO);
+        assertEquals(Duration.ZERO, b.build().lateReceiveWait());
         assertEquals(1408, AeronTransportContext.builder().rank(0).endpoints(List.of("10.0.0.1:1", "10.0.0.2:1"))
                 .jobToken(TOKEN).build().mtu(), "hosts beyond loopback get Aeron's default MTU");
     }

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.UnaryOperator;
 import java.util.concurrent.CompletableFuture;
 
 import org.attn4j.distributed.testing.Ranks;
@@ -54,6 +55,17 @@ final class TestCluster implements AutoCloseable {
 
     /** As {@link #start(Kind, int, Duration, int)}; {@code ipcChecksums} checksums IPC payloads too. */
     static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank, boolean ipcChecksums) {
+        return start(kind, worldSize, timeout, lateRank, b -> b.ipcChecksums(ipcChecksums));
+    }
+
+    /** Starts every rank, each Aeron rank's context built with {@code settings} applied last. */
+    static TestCluster start(Kind kind, int worldSize, Duration timeout,
+                             UnaryOperator<AeronTransportContext.Builder> settings) {
+        return start(kind, worldSize, timeout, -1, settings);
+    }
+
+    private static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank,
+                                     UnaryOperator<AeronTransportContext.Builder> settings) {
         TestCluster c = new TestCluster(kind, worldSize);
         if (kind == Kind.IN_JVM) {
             List<InJvmTransport> group = InJvmTransport.group(worldSize, timeout);
@@ -66,9 +78,9 @@ final class TestCluster implements AutoCloseable {
         String token = UUID.randomUUID().toString();
         try {
             for (int r = 0; r < worldSize; r++) {
-                c.contexts[r] = AeronTransportContext.builder().rank(r).endpoints(endpoints.subList(0, worldSize))
-                        .jobToken(token).timeout(timeout).sameHostIpc(kind == Kind.AERON_IPC)
-                        .network(network(kind)).ipcChecksums(ipcChecksums).build();
+                c.contexts[r] = settings.apply(AeronTransportContext.builder().rank(r)
+                        .endpoints(endpoints.subList(0, worldSize)).jobToken(token).timeout(timeout)
+                        .sameHostIpc(kind == Kind.AERON_IPC).network(network(kind))).build();
                 if (r != lateRank) {
                     c.ranks[r] = new AeronTransport(c.contexts[r]);
                 }

@@ -118,6 +118,50 @@ class TransportConformanceTest {
     @ParameterizedTest
     @EnumSource(Kind.class)
     @Timeout(30)
+    void aLargeMessageThatComesBeforeItsReceiveIsStillWrittenStraightIntoTheCallersArray(Kind kind)
+            throws Exception {
+        // A wait far longer than the pause below, so the message is surely still unread when the receive comes.
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT, b -> b.lateReceiveWait(Duration.ofSeconds(8)))) {
+            INDArray message = pattern(DataType.FLOAT, new long[] {1 << 18}, 51);              // 1 MB
+            CompletableFuture<Void> sent = c.rank(0).send(1, 51, message);
+            Thread.sleep(300);                                                  // the message arrives first
+            long direct = c.onWire() ? c.aeron(1).directReceives() : 0;
+            INDArray into = Nd4j.create(DataType.FLOAT, 1 << 18);
+            assertSame(into, get(c.rank(1).receive(0, 51, into)));
+            assertSameArray(message, into);
+            get(sent);
+            if (c.onWire()) {
+                assertEquals(direct + 1, c.aeron(1).directReceives(), "left in the log until its receive came, "
+                        + "then written straight into the caller's array");
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Kind.class)
+    @Timeout(30)
+    void largeMessagesNoReceiveWaitsForDoNotHoldUpTheMessagesBehindThem(Kind kind) throws Exception {
+        try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
+            // Three large messages no receive waits for, then a small one that is received first: each large one
+            // waits a moment in the log for its receive and is then read into an array of its own.
+            INDArray[] large = new INDArray[3];
+            for (int k = 0; k < large.length; k++) {
+                large[k] = pattern(DataType.FLOAT, new long[] {1 << 18}, 52 + k);
+                c.rank(0).send(1, 52 + k, large[k]);
+            }
+            c.rank(0).send(1, 55, Nd4j.scalar(5f));
+            assertEquals(5f, get(c.rank(1).receive(0, 55)).getFloat(0));
+            for (int k = large.length - 1; k >= 0; k--) {
+                INDArray into = Nd4j.create(DataType.FLOAT, 1 << 18);
+                assertSame(into, get(c.rank(1).receive(0, 52 + k, into)));
+                assertSameArray(large[k], into);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Kind.class)
+    @Timeout(30)
     void receivesTheSumOfTheMessageAndAnAddendWhetherPostedBeforeOrAfterTheMessageCame(Kind kind) throws Exception {
         Executor pool = TransportThreads.completer();
         try (TestCluster c = TestCluster.start(kind, 2, TIMEOUT)) {
