@@ -46,10 +46,14 @@ final class RingSlices {
                                                  long sliceBytes) {
         long n = own.length();
         INDArray flat = out.reshape('c', new long[] {out.length()});
+        INDArray mine = own.reshape('c', new long[] {n});
+        // This member's block goes out from its own array, and is copied into its place in the output only once
+        // every receive and send of the ring is posted: the copy overlaps the other members' blocks arriving.
+        CompletableFuture<Void> ring = gather(ex, flat, mine, n, phase, sliceBytes);
         if (n > 0) {
-            block(flat, ex.group().index(), n).assign(own.reshape('c', new long[] {n}));
+            block(flat, ex.group().index(), n).assign(mine);
         }
-        return gather(ex, flat, n, phase, sliceBytes).thenApply(v -> out);
+        return ring.thenApply(v -> out);
     }
 
     /**
@@ -65,11 +69,17 @@ final class RingSlices {
         long n = array.length() / ex.group().size();
         INDArray flat = out.reshape('c', new long[] {out.length()});
         return reduceScatter(ex, array, block(flat, ex.group().index(), n), 0, sliceBytes)
-                .thenCompose(own -> gather(ex, flat, n, 1, sliceBytes)).thenApply(v -> out);
+                .thenCompose(own -> gather(ex, flat, block(flat, ex.group().index(), n), n, 1, sliceBytes))
+                .thenApply(v -> out);
     }
 
-    /** The all-gather's ring on {@code flat}, whose block of this member already holds its elements. */
-    private static CompletableFuture<Void> gather(Exchange<?> ex, INDArray flat, long n, int phase, long sliceBytes) {
+    /**
+     * The all-gather's ring on {@code flat}: posts every receive into its place, sends {@code mine} (this member's
+     * block, {@code n} elements, read only) and forwards each received slice; the elements of {@code mine} are not
+     * written into {@code flat} here.
+     */
+    private static CompletableFuture<Void> gather(Exchange<?> ex, INDArray flat, INDArray mine, long n, int phase,
+                                                  long sliceBytes) {
         Group g = ex.group();
         int p = g.size();
         int i = g.index();
@@ -86,7 +96,6 @@ final class RingSlices {
             }
             received.add(step);
         }
-        INDArray mine = block(flat, i, n);
         for (int j = 0; j < k; j++) {
             ex.send(g.next(), phase, slice(mine, n, k, j));
         }

@@ -91,6 +91,12 @@ enum CollectiveChecks {
                         NDArrayIndex.all()), type, "block " + j);
             }
             assertEquals((p - 1) * rows * 1024 * type.width(), g.bytesSent(), "P - 1 blocks, in slices");
+            // In place: this member's block is already the output's (MPI_IN_PLACE).
+            INDArray gathered = Nd4j.create(type, rows * p, 1024);
+            INDArray own = gathered.get(NDArrayIndex.interval(rows * me, rows * me + rows), NDArrayIndex.all());
+            own.assign(input(me, type, rows, 1024));
+            assertSame(gathered, c.allGatherAsync(own, gathered, slice).join());
+            assertEquals(out, gathered, "in place, the same elements");
             INDArray mine = Nd4j.create(type, rows, 1024);
             CollectiveHandle<INDArray> r = c.reduceScatterAsync(input(me, type, rows * p, 1024), mine, slice);
             assertSame(mine, r.join(), "the reduce-scatter returns the caller's output");
