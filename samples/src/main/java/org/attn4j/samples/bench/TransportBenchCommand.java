@@ -77,8 +77,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     List<Integer> ringWorkers;
 
     @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
-            description = "Untimed calls before the first measurement of each set of workers, so the JIT has "
-                    + "compiled the transport (default: ${DEFAULT-VALUE}).")
+            description = "Untimed calls before the point-to-point measurements and before each ring size, so "
+                    + "the JIT has compiled the paths they take (default: ${DEFAULT-VALUE}).")
     double warmUp;
 
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "7",
@@ -469,8 +469,10 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         + "percentile over at least 200 round trips; bandwidth streams 4 to 64 MB of arrays back to "
                         + "back and waits for a one-element acknowledgement, one way and both ways at once (each "
                         + "rank sending while it receives, as in a ring step; figure per direction), the median of "
-                        + repeats + " timed runs. Each set of workers first runs its operations untimed for " + warmUp
-                        + " s (the JIT compiles the transport's paths), and each size three times more untimed. For the ring collectives, size is the whole array (what "
+                        + repeats + " timed runs. Untimed calls run first (the JIT compiles the paths a size takes only "
+                        + "after hundreds of its calls): ping-pongs for " + warmUp + " s before the point-to-point "
+                        + "sizes (and untimed rounds before each), all-gathers and reduce-scatters for " + warmUp
+                        + " s and three calls more before each ring size. For the ring collectives, size is the whole array (what "
                         + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
                         + "is the slowest worker's median of " + repeats + ", and bus bandwidth is size / time x "
                         + "(P - 1) / P, as nccl-tests define it. The workers share the machine's cores."

@@ -19,7 +19,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * each size in bytes (latency over at least 200 round trips, its median and 99th percentile; bandwidth one way, and
  * both ways at once); {@code ring SIZES REPEATS} (P workers): ring all-gather and reduce-scatter of arrays of each
  * total size. Rank 0 prints one {@code RESULT kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us} line per
- * measurement (GB = 10^9 bytes). A fourth argument gives the untimed warm-up in seconds.
+ * measurement (GB = 10^9 bytes). A fourth argument gives the untimed warm-up in seconds: before the point-to-point
+ * measurements, and before each ring size.
  */
 public final class TransportBenchWorker {
 
@@ -47,12 +48,14 @@ public final class TransportBenchWorker {
                 System.out.println(MTU + t.context().mtu());
             }
             world.barrier();                                      // every connection up before the first clock
-            warmUp(world, args[0], Math.min(sizes[0], 1L << 20), warmUpSeconds);
+            if (args[0].equals("p2p")) {
+                warmUp(world, Math.min(sizes[0], 1L << 20), warmUpSeconds);
+            }
             for (long size : sizes) {
                 if (args[0].equals("p2p")) {
                     pointToPoint(t, size, repeats);
                 } else {
-                    ring(world, size, repeats);
+                    ring(world, size, repeats, warmUpSeconds);
                 }
             }
             world.barrier();
@@ -114,30 +117,30 @@ public final class TransportBenchWorker {
     }
 
     /**
-     * Runs the measured operations untimed until rank 0 has spent {@code seconds} on them, so the JIT has compiled
-     * the transport's and the collectives' paths before the first clock (rank 0 decides when to stop and tells
-     * the others, so every rank runs the same number of calls).
+     * Runs ping-pongs untimed for {@code seconds}, so the JIT has compiled the transport's paths before the first
+     * clock.
      */
-    private static void warmUp(Communicator world, String mode, long bytes, double seconds) {
+    private static void warmUp(Communicator world, long bytes, double seconds) {
         Transport t = world.transport();
-        INDArray a = Nd4j.ones(DataType.FLOAT, Math.max(world.group().size(), bytes / 4 / world.group().size()
-                * world.group().size()));
+        INDArray a = Nd4j.ones(DataType.FLOAT, Math.max(1, bytes / 4));
+        untimed(world, seconds, () -> pingPong(t, 1 - t.rank(), a));
+        a.close();
+    }
+
+    /**
+     * Runs {@code call} until rank 0 has spent {@code seconds} on it (rank 0 decides when to stop and tells the
+     * others, so every rank runs the same number of calls).
+     */
+    private static void untimed(Communicator world, double seconds, Runnable call) {
         long end = System.nanoTime() + (long) (seconds * 1e9);
         boolean more = true;
         while (more) {
-            if (mode.equals("p2p")) {
-                pingPong(t, 1 - t.rank(), a);
-            } else {
-                INDArray out = Nd4j.create(DataType.FLOAT, a.length() * world.group().size());
-                world.allGather(a, out);
-                world.reduceScatter(out, a);
-                out.close();
-            }
-            INDArray flag = world.broadcast(0, Nd4j.scalar(t.rank() == 0 && System.nanoTime() < end ? 1f : 0f));
+            call.run();
+            INDArray flag = world.broadcast(0, Nd4j.scalar(world.transport().rank() == 0
+                    && System.nanoTime() < end ? 1f : 0f));
             more = flag.getFloat(0) == 1f;
             flag.close();
         }
-        a.close();
     }
 
     /** One round trip: rank 0 sends {@code a} and receives it back; the other rank returns what it got. */
@@ -168,7 +171,7 @@ public final class TransportBenchWorker {
         got.forEach(f -> f.join().close());
     }
 
-    private static void ring(Communicator world, long bytes, int repeats) {
+    private static void ring(Communicator world, long bytes, int repeats, double warmUpSeconds) {
         int p = world.group().size();
         long elements = bytes / 4 / p * p;
         INDArray block = Nd4j.ones(DataType.FLOAT, elements / p);
@@ -176,6 +179,12 @@ public final class TransportBenchWorker {
         // Outputs allocated once and reused, as MPI's benchmarks reuse their buffers.
         INDArray gathered = Nd4j.zeros(DataType.FLOAT, elements);
         INDArray reduced = Nd4j.zeros(DataType.FLOAT, elements / p);
+        // The JIT compiles the paths of a size only after hundreds of its calls: a first 7 timed calls at P = 4
+        // and 4 MB ran about twice as long as the 500th to 600th.
+        untimed(world, warmUpSeconds, () -> {
+            world.allGather(block, gathered);
+            world.reduceScatter(whole, reduced);
+        });
         double[] gather = new double[repeats];
         double[] scatter = new double[repeats];
         for (int r = -3; r < repeats; r++) {
