@@ -37,7 +37,8 @@ class ZeroBenchCommandTest {
         assertEquals(0, run.exitCode(), run.err() + run.out());
         List<String> csv = Files.readAllLines(tmp.resolve("bench-zero.csv"));
         assertEquals("workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,current_parameter_bytes,"
-                + "measured_offheap_bytes,measured_offheap_bytes_w1,measured_offheap_bytes_after_fit", csv.get(0));
+                + "measured_offheap_bytes,measured_offheap_bytes_w1,measured_offheap_bytes_after_fit,step_us",
+                csv.get(0));
         assertEquals(1 + 4 * 2, csv.size(), String.join("\n", csv));
         long params = Long.parseLong(csv.get(1).split(",")[2]);
         assertTrue(params >= 20_000_000, "a model where parameters and Adam state dominate: " + params);
@@ -59,6 +60,9 @@ class ZeroBenchCommandTest {
         long stage0AfterFit = Long.parseLong(row(csv, W, 0)[8]);
         assertTrue(wholeAfterFit <= stage0AfterFit - MARGIN * sharded[2], "after fit returned, stage 3 at W=2 "
                 + wholeAfterFit / 1e6 + " MB, stage 0 " + stage0AfterFit / 1e6 + " MB\n" + String.join("\n", csv));
+        for (String line : csv.subList(1, csv.size())) {
+            assertTrue(Long.parseLong(line.split(",")[9]) > 0, "a step takes time: " + line);
+        }
         BenchMarkdown.assertMethodInOneParagraph(Files.readString(tmp.resolve("benchmarks.md")),
                 "ZeRO: memory per worker");
     }

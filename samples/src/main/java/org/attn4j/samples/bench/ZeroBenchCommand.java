@@ -39,7 +39,7 @@ public final class ZeroBenchCommand implements Callable<Integer> {
     static final String SECTION = "zero";
     static final String HEADER = "workers,zero_stage,params,optimizer_state_bytes,gradient_bytes,"
             + "current_parameter_bytes,measured_offheap_bytes,measured_offheap_bytes_w1,"
-            + "measured_offheap_bytes_after_fit";
+            + "measured_offheap_bytes_after_fit,step_us";
     /** Each worker's Java heap: small, fixed and pre-touched, so the off-heap reading subtracts it exactly. */
     static final String HEAP = "256m";
     /**
@@ -99,14 +99,14 @@ public final class ZeroBenchCommand implements Callable<Integer> {
      * own memory when read).
      */
     record Row(int workers, int stage, long params, long stateBytes, long gradientBytes, long paramBytes,
-               long measuredBytes, long largestMeasuredBytes, long afterFitBytes) {
+               long measuredBytes, long largestMeasuredBytes, long afterFitBytes, long stepUs) {
         /** A worker's {@code RESULT} line. */
         static Row parse(String csv) {
             String[] f = csv.strip().split(",");
             long measured = Long.parseLong(f[6]);
             return new Row(Integer.parseInt(f[0]), Integer.parseInt(f[1]), Long.parseLong(f[2]),
                     Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]), measured, measured,
-                    Long.parseLong(f[7]));
+                    Long.parseLong(f[7]), Long.parseLong(f[8]));
         }
 
         /** The row of a run from its workers' rows. */
@@ -118,7 +118,8 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                     workers.stream().mapToLong(Row::gradientBytes).max().orElseThrow(),
                     workers.stream().mapToLong(Row::paramBytes).max().orElseThrow(),
                     median(measured), measured[measured.length - 1],
-                    median(workers.stream().mapToLong(Row::afterFitBytes).sorted().toArray()));
+                    median(workers.stream().mapToLong(Row::afterFitBytes).sorted().toArray()),
+                    workers.stream().mapToLong(Row::stepUs).max().orElseThrow());
         }
 
         private static long median(long[] sorted) {
@@ -179,9 +180,9 @@ public final class ZeroBenchCommand implements Callable<Integer> {
         Files.createDirectories(out);
         StringBuilder csv = new StringBuilder(HEADER).append('\n');
         for (Row r : rows) {
-            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(),
+            csv.append(String.format(Locale.ROOT, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d%n", r.workers(), r.stage(),
                     r.params(), r.stateBytes(), r.gradientBytes(), r.paramBytes(), r.measuredBytes(),
-                    oneWorker(rows, r), r.afterFitBytes()));
+                    oneWorker(rows, r), r.afterFitBytes(), r.stepUs()));
         }
         Files.writeString(out.resolve(CSV), csv, StandardCharsets.UTF_8);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
@@ -241,16 +242,19 @@ public final class ZeroBenchCommand implements Callable<Integer> {
                 + "pre-touched; ND4J keeps its arrays there, where no ND4J or JavaCPP counter sees them. The workers "
                 + "run with two glibc arenas and every block of 1 MiB or more mapped on its own (`GLIBC_TUNABLES=%s`) "
                 + "so allocator slack does not blur the reading. *Kept by design* is the trainer's own count of the "
-                + "optimizer state, gradient and parameter bytes it keeps between steps.", s.width(), s.blocks(), p,
+                + "optimizer state, gradient and parameter bytes it keeps between steps. *Step* is the slowest "
+                + "worker's median time of a training step (forward, backward, the gradient and parameter "
+                + "collectives of its stage, the Adam update) after the first; the workers share the machine's "
+                + "cores, so it shows the cost of a stage's communication, not its scaling.", s.width(), s.blocks(), p,
                 p * 4 / mb, s.steps(), s.batch(), s.length(), s.readings(), GLIBC_TUNABLES)));
         b.append("| W | stage | off-heap at rest between steps: median worker (largest) | same stage, W = 1 | "
-                + "after fit returned: median worker | kept by design: state / gradient / parameters |\n"
-                + "|---:|---:|---:|---:|---:|---:|\n");
+                + "after fit returned: median worker | kept by design: state / gradient / parameters | step |\n"
+                + "|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             b.append(String.format(Locale.ROOT, "| %d | %d | %.0f MB (%.0f) | %.0f MB | %.0f MB | %.0f / %.0f / %.0f "
-                    + "MB |%n", r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
+                    + "MB | %.0f ms |%n", r.workers(), r.stage(), r.measuredBytes() / mb, r.largestMeasuredBytes() / mb,
                     oneWorker(rows, r) / mb, r.afterFitBytes() / mb, r.stateBytes() / mb, r.gradientBytes() / mb,
-                    r.paramBytes() / mb));
+                    r.paramBytes() / mb, r.stepUs() / 1e3));
         }
         return b.toString();
     }

@@ -1,6 +1,8 @@
 package org.attn4j.samples.bench;
 
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.Locale;
 
 import org.attn4j.distributed.collective.Communicator;
@@ -21,10 +23,12 @@ import org.nd4j.linalg.factory.Nd4j;
  * One worker of {@code attn4j bench zero}, in its own process: args {@code STAGE STEPS WIDTH BLOCKS BATCH LENGTH READINGS}.
  * Trains the GPT-like model one epoch of {@code STEPS} Adam steps ({@code fit(iterator)}) sequence-parallel (ring
  * attention over every worker) at ZeRO stage {@code STAGE}, then prints {@code RESULT workers,stage,params,
- * optimizer_state_bytes,gradient_bytes,current_parameter_bytes,measured_offheap_bytes,measured_after_fit_bytes}:
+ * optimizer_state_bytes,gradient_bytes,current_parameter_bytes,measured_offheap_bytes,measured_after_fit_bytes,
+ * step_us}:
  * the trainer's own counts of what it keeps by design, and the off-heap bytes this process holds
  * ({@link OffHeapMemory#atRest}) between the steps (after the last step, before the epoch ends) and after
- * {@code fit} has returned with the network whole, each read once every worker is there.
+ * {@code fit} has returned with the network whole, each read once every worker is there; and this worker's median
+ * step time (the steps after the first).
  */
 public final class ZeroBenchWorker {
 
@@ -52,25 +56,46 @@ public final class ZeroBenchWorker {
                     .strategy(ParallelStrategy.sequence("ring", w).withZero(stage)).build();
             Communicator world = Communicator.world(t);
             long[] betweenSteps = {-1};
+            long[] stepStart = {-1};
+            List<Long> stepNs = new ArrayList<>();
             // The epoch asks its data source for more between its steps: there the trainer holds what it keeps
-            // between steps, and after the last step it is asked once more, before the epoch ends.
+            // between steps, and after the last step it is asked once more, before the epoch ends. A step is timed
+            // from the batch handed out to the next question.
             trainer.fit(new ExistingDataSetIterator(Collections.nCopies(steps, data)) {
                 @Override
                 public boolean hasNext() {
+                    if (stepStart[0] >= 0) {
+                        stepNs.add(System.nanoTime() - stepStart[0]);
+                        stepStart[0] = -1;
+                    }
                     boolean more = super.hasNext();
                     if (!more && betweenSteps[0] < 0) {
                         betweenSteps[0] = readAtRest(world, readings);
                     }
                     return more;
                 }
+
+                @Override
+                public DataSet next() {
+                    DataSet d = super.next();
+                    stepStart[0] = System.nanoTime();
+                    return d;
+                }
             });
             long afterFit = readAtRest(world, readings);
             if (!Double.isFinite(trainer.score())) {
                 throw new IllegalStateException("loss is " + trainer.score());
             }
-            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
+            if (stepNs.size() != steps) {
+                throw new IllegalStateException("bench zero: timed " + stepNs.size() + " steps, expected " + steps);
+            }
+            // The first step also builds what later steps reuse: the median of the others, when there are others.
+            List<Long> timed = new ArrayList<>(stepNs.subList(steps > 1 ? 1 : 0, steps));
+            Collections.sort(timed);
+            long stepMedianNs = timed.get(timed.size() / 2);
+            System.out.printf(Locale.ROOT, "%s%d,%d,%d,%d,%d,%d,%d,%d,%d%n", RESULT, w, stage.stage(),
                     net.numParams(), trainer.optimizerStateBytes(), trainer.gradientBytes(),
-                    trainer.currentParameterBytes(), betweenSteps[0], afterFit);
+                    trainer.currentParameterBytes(), betweenSteps[0], afterFit, stepMedianNs / 1000);
             System.out.flush();
         }
     }
