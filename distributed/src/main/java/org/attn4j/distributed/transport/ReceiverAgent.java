@@ -4,7 +4,6 @@ import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 
@@ -596,7 +595,6 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         s.chunkWritten += length;
     }
 
-    /** Writes the message's elements plus the addend's into the receive's array, bytes {@code at} onward. */
     /**
      * Writes {@code message[offset..] + addend[at..]} into {@code into[at..]}, {@code length} bytes of whole
      * elements. One bounds check per fragment, then plain loads and stores the JIT compiles to a tight loop: about
