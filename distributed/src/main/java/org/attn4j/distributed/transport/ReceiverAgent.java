@@ -9,7 +9,6 @@ import java.util.zip.CRC32C;
 
 import io.aeron.Subscription;
 import io.aeron.logbuffer.ControlledFragmentHandler;
-import io.aeron.logbuffer.FragmentHandler;
 import io.aeron.logbuffer.FrameDescriptor;
 import io.aeron.logbuffer.Header;
 import org.agrona.DirectBuffer;
@@ -35,7 +34,7 @@ import org.slf4j.LoggerFactory;
  * would copy every chunk into its own buffer first, and this class copies it once, into ND4J's memory. An image
  * carries one peer's messages in order, so one chunk per image is in progress at a time.
  */
-final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
+final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInbound.Sink {
 
     private static final Logger LOG = LoggerFactory.getLogger(ReceiverAgent.class);
     private static final int FRAGMENT_LIMIT = 64;
@@ -128,7 +127,6 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     private final AtomicLong direct = new AtomicLong();
     private volatile long stallUntilNs;
     private long nextLivenessCheckNs;
-    private final ControlledFragmentHandler controlled = this::onControlledFragment;
     private final long deferNs;
     /** Set by {@link #defer}: the fragment being handled stays in the log. */
     private boolean deferring;
@@ -200,7 +198,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         mailbox.reapAbandoned();                       // between writes: no array is written after its receive failed
         for (int i = 0; i < subscriptions.length; i++) {
             pollingIpc = ipcSubscription[i];
-            work += subscriptions[i].controlledPoll(controlled, FRAGMENT_LIMIT);
+            work += subscriptions[i].controlledPoll(this, FRAGMENT_LIMIT);
         }
         if (tcp != null) {
             work += tcp.poll(this);
@@ -212,19 +210,9 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         return work;
     }
 
-    /** Aeron's fragments: each handled by {@link #onFragment}, a deferred message's first left in the log. */
-    private ControlledFragmentHandler.Action onControlledFragment(DirectBuffer buffer, int offset, int length,
-                                                                   Header aeronHeader) {
-        onFragment(buffer, offset, length, aeronHeader);
-        if (deferring) {
-            deferring = false;
-            return ControlledFragmentHandler.Action.ABORT;
-        }
-        return ControlledFragmentHandler.Action.CONTINUE;
-    }
-
+    /** An Aeron fragment; a deferred message's first ({@link #defer}) is left in the log. */
     @Override
-    public void onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
+    public Action onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
         Session s = sessions.get(aeronHeader.sessionId());
         if (s == null) {
             s = new Session(aeronHeader.sessionId(), pollingIpc, false);
@@ -233,6 +221,7 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
         byte flags = aeronHeader.flags();
         onFragment(s, buffer, offset, length, (flags & FrameDescriptor.BEGIN_FRAG_FLAG) != 0,
                 (flags & FrameDescriptor.END_FRAG_FLAG) != 0);
+        return taken() ? Action.CONTINUE : Action.ABORT;
     }
 
     @Override
@@ -245,11 +234,14 @@ final class ReceiverAgent implements Agent, FragmentHandler, TcpInbound.Sink {
     @Override
     public boolean fragment(Object session, UnsafeBuffer buffer, int offset, int length, boolean begin, boolean end) {
         onFragment((Session) session, buffer, offset, length, begin, end);
-        if (deferring) {
-            deferring = false;
-            return false;
-        }
-        return true;
+        return taken();
+    }
+
+    /** Whether the fragment just handled was taken, not left for later by {@link #defer}; clears the mark. */
+    private boolean taken() {
+        boolean deferred = deferring;
+        deferring = false;
+        return !deferred;
     }
 
     @Override
