@@ -62,6 +62,7 @@ public final class Communicator {
     private final LongAdder bytesSent = new LongAdder();
     private final Set<Exchange<?>> live = ConcurrentHashMap.newKeySet();
     private final FailureNotices notices;
+    private final ScratchBlocks scratch = new ScratchBlocks();
     private long calls;
     private volatile Throwable failure;
 
@@ -529,7 +530,7 @@ public final class Communicator {
         }
         String description = name + " call " + call + " (channel " + channel + ") on " + group;
         Exchange<T> ex = new Exchange<>(transport, group, channel, call, executor, bytesSent,
-                cause -> notices.tell(cause, this, description), description);
+                cause -> notices.tell(cause, this, description), description, scratch);
         live.add(ex);
         if (failure instanceof PeerFailedException notice) {
             ex.failQuietly(notice);                      // a notice that came in while this call was starting

@@ -11,6 +11,7 @@ import java.util.function.Function;
 
 import org.attn4j.distributed.transport.PeerFailedException;
 import org.attn4j.distributed.transport.Transport;
+import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
 
 /**
@@ -35,9 +36,10 @@ final class Exchange<T> {
     private final CompletableFuture<T> result = new CompletableFuture<>();
     private final AtomicBoolean failing = new AtomicBoolean();
     private final Function<Throwable, CompletableFuture<Void>> notify;
+    private final ScratchBlocks scratch;
 
     Exchange(Transport transport, Group group, int channel, long call, Executor executor, LongAdder communicatorBytes,
-             Function<Throwable, CompletableFuture<Void>> notify, String description) {
+             Function<Throwable, CompletableFuture<Void>> notify, String description, ScratchBlocks scratch) {
         this.transport = transport;
         this.group = group;
         this.channel = channel;
@@ -46,6 +48,7 @@ final class Exchange<T> {
         this.communicatorBytes = communicatorBytes;
         this.notify = notify;
         this.description = description;
+        this.scratch = scratch;
     }
 
     Group group() {
@@ -164,6 +167,31 @@ final class Exchange<T> {
             posted = sends.toArray(new CompletableFuture<?>[0]);
         }
         CompletableFuture.allOf(posted).whenComplete((v, e) -> arrays.forEach(INDArray::close));
+    }
+
+    /**
+     * A scratch array of {@code n} elements of {@code type} from the communicator's kept ones (contents undefined);
+     * handed back with {@link #keepAfterSends} once the call no longer uses it.
+     */
+    INDArray scratch(DataType type, long n) {
+        return scratch.take(type, n);
+    }
+
+    /**
+     * Hands {@code arrays} (from {@link #scratch}) back to the communicator once every send posted so far has
+     * completed: the transport may read an array's memory until its send completes. Only after the call
+     * succeeded: a failed call may leave a receive posted into one.
+     */
+    void keepAfterSends(List<INDArray> arrays) {
+        CompletableFuture<?>[] posted;
+        synchronized (sends) {
+            posted = sends.toArray(new CompletableFuture<?>[0]);
+        }
+        CompletableFuture.allOf(posted).whenComplete((v, e) -> {
+            if (e == null) {
+                arrays.forEach(scratch::give);
+            }
+        });
     }
 
     /**

@@ -161,10 +161,11 @@ final class RingSlices {
             return CompletableFuture.completedFuture(out);
         }
         int k = sliceCount(n, out.dataType().width(), sliceBytes);
-        // Partial sums of the middle steps land in scratch blocks; the last step's in the output itself.
+        // Partial sums of the middle steps land in scratch blocks the communicator keeps between calls
+        // (ScratchBlocks); the last step's in the output itself.
         INDArray[] partial = new INDArray[p - 1];
         for (int s = 0; s < p - 2; s++) {
-            partial[s] = Nd4j.createUninitialized(out.dataType(), n);
+            partial[s] = ex.scratch(out.dataType(), n);
         }
         partial[p - 2] = result;
         // Each receive adds this member's share of its block to the partial sum that arrives, as the transport
@@ -199,7 +200,7 @@ final class RingSlices {
         }
         all.add(forwarded);
         return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])).thenApply(v -> {
-            ex.closeAfterSends(List.of(partial).subList(0, p - 2));
+            ex.keepAfterSends(List.of(partial).subList(0, p - 2));
             return out;
         });
     }

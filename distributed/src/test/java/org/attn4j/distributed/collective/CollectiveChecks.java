@@ -107,6 +107,16 @@ enum CollectiveChecks {
             }
             assertClose(sum, mine, type, "reduced block");
             assertEquals((p - 1) * rows * 1024 * type.width(), r.bytesSent(), "P - 1 blocks, in slices");
+            // Again with other values: the scratch blocks the communicator kept from the first call are written
+            // afresh, nothing of the first call's partial sums is left in the result.
+            INDArray again = Nd4j.create(type, rows, 1024);
+            c.reduceScatterAsync(input(me + p, type, rows * p, 1024), again, slice).join();
+            INDArray sumAgain = Nd4j.zeros(DataType.DOUBLE, rows, 1024);
+            for (int q = 0; q < p; q++) {
+                sumAgain.addi(input(q + p, type, rows * p, 1024).get(
+                        NDArrayIndex.interval(rows * me, rows * me + rows), NDArrayIndex.all()).castTo(DataType.DOUBLE));
+            }
+            assertClose(sumAgain, again, type, "reduced block, second call");
             IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
                     () -> c.allGatherAsync(input(me, type, 2, 3), Nd4j.create(type, 2 * p + 1, 3)));
             assertTrue(e.getMessage().contains("expected an output of " + 6 * p + " " + type), e.getMessage());
