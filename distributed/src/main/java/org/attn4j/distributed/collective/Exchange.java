@@ -157,16 +157,21 @@ final class Exchange<T> {
         return chain.thenApply(v -> tuple);
     }
 
+    /** Completes once every send posted so far has completed, or fails with the first that failed. */
+    CompletableFuture<Void> afterSends() {
+        CompletableFuture<?>[] posted;
+        synchronized (sends) {
+            posted = sends.toArray(new CompletableFuture<?>[0]);
+        }
+        return CompletableFuture.allOf(posted);
+    }
+
     /**
      * Closes {@code arrays} once every send posted so far has completed or failed: the transport may read an
      * array's memory until its send completes.
      */
     void closeAfterSends(List<INDArray> arrays) {
-        CompletableFuture<?>[] posted;
-        synchronized (sends) {
-            posted = sends.toArray(new CompletableFuture<?>[0]);
-        }
-        CompletableFuture.allOf(posted).whenComplete((v, e) -> arrays.forEach(INDArray::close));
+        afterSends().whenComplete((v, e) -> arrays.forEach(INDArray::close));
     }
 
     /**
@@ -183,11 +188,7 @@ final class Exchange<T> {
      * succeeded: a failed call may leave a receive posted into one.
      */
     void keepAfterSends(List<INDArray> arrays) {
-        CompletableFuture<?>[] posted;
-        synchronized (sends) {
-            posted = sends.toArray(new CompletableFuture<?>[0]);
-        }
-        CompletableFuture.allOf(posted).whenComplete((v, e) -> {
+        afterSends().whenComplete((v, e) -> {
             if (e == null) {
                 arrays.forEach(scratch::give);
             }
@@ -204,11 +205,7 @@ final class Exchange<T> {
                 fail(e);
                 return;
             }
-            CompletableFuture<?>[] posted;
-            synchronized (sends) {
-                posted = sends.toArray(new CompletableFuture<?>[0]);
-            }
-            CompletableFuture.allOf(posted).whenComplete((v, e2) -> {
+            afterSends().whenComplete((v, e2) -> {
                 if (e2 != null) {
                     fail(e2);
                 } else {

@@ -59,17 +59,27 @@ final class RingSlices {
     /**
      * Sum all-reduce as MPI's and NCCL's rings do it: a sliced reduce-scatter (phase 0) whose sums land in this
      * member's block of {@code out}, then a sliced all-gather (phase 1) of those blocks within {@code out}. Every
-     * member ends with the same bits (each block is summed once, by its owner).
+     * member ends with the same bits (each block is summed once, by its owner). The reduce-scatter's middle steps
+     * keep their partial sums in the blocks of {@code out} the all-gather fills later (step {@code s}'s partial
+     * of block {@code i - s - 2} in that very block), so the call needs no scratch; the all-gather starts once
+     * the transport has read every partial sent.
      *
      * @param array this member's value, read only; its length a multiple of P
      * @param out   an array of {@code array}'s length, contiguous in C order
      * @return {@code out}
      */
     static CompletableFuture<INDArray> allReduce(Exchange<?> ex, INDArray array, INDArray out, long sliceBytes) {
-        long n = array.length() / ex.group().size();
+        int p = ex.group().size();
+        int i = ex.group().index();
+        long n = array.length() / p;
         INDArray flat = out.reshape('c', new long[] {out.length()});
-        return reduceScatter(ex, array, block(flat, ex.group().index(), n), 0, sliceBytes)
-                .thenCompose(own -> gather(ex, flat, block(flat, ex.group().index(), n), n, 1, sliceBytes))
+        INDArray[] partial = new INDArray[p - 1];
+        for (int s = 0; s < p - 1; s++) {
+            partial[s] = block(flat, Math.floorMod(s == p - 2 ? i : i - s - 2, p), n);
+        }
+        return reduceScatter(ex, array, partial, 0, sliceBytes)
+                .thenCompose(v -> ex.afterSends())
+                .thenCompose(v -> gather(ex, flat, block(flat, i, n), n, 1, sliceBytes))
                 .thenApply(v -> out);
     }
 
@@ -150,17 +160,13 @@ final class RingSlices {
      */
     static CompletableFuture<INDArray> reduceScatter(Exchange<?> ex, INDArray array, INDArray out, int phase,
                                                      long sliceBytes) {
-        Group g = ex.group();
-        int p = g.size();
-        int i = g.index();
+        int p = ex.group().size();
         long n = out.length();
-        INDArray flat = array.reshape('c', new long[] {array.length()});
         INDArray result = out.reshape('c', new long[] {n});
         if (p == 1) {
-            result.assign(flat);
+            result.assign(array.reshape('c', new long[] {array.length()}));
             return CompletableFuture.completedFuture(out);
         }
-        int k = sliceCount(n, out.dataType().width(), sliceBytes);
         // Partial sums of the middle steps land in scratch blocks the communicator keeps between calls
         // (ScratchBlocks); the last step's in the output itself.
         INDArray[] partial = new INDArray[p - 1];
@@ -168,6 +174,26 @@ final class RingSlices {
             partial[s] = ex.scratch(out.dataType(), n);
         }
         partial[p - 2] = result;
+        return reduceScatter(ex, array, partial, phase, sliceBytes).thenApply(v -> {
+            ex.keepAfterSends(List.of(partial).subList(0, p - 2));
+            return out;
+        });
+    }
+
+    /**
+     * The reduce-scatter's ring: step {@code s}'s partial sum lands in {@code partial[s]} (a block's size each,
+     * contiguous; the last is this member's result) and, but for the last, is forwarded slice by slice.
+     *
+     * @param array this member's contribution, P blocks one after the other (C order); read only
+     */
+    private static CompletableFuture<Void> reduceScatter(Exchange<?> ex, INDArray array, INDArray[] partial,
+                                                         int phase, long sliceBytes) {
+        Group g = ex.group();
+        int p = g.size();
+        int i = g.index();
+        long n = partial[0].length();
+        INDArray flat = array.reshape('c', new long[] {array.length()});
+        int k = sliceCount(n, partial[0].dataType().width(), sliceBytes);
         // Each receive adds this member's share of its block to the partial sum that arrives, as the transport
         // reads it (Transport.receiveSum), so the sum lands in place in one pass.
         List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
@@ -199,10 +225,7 @@ final class RingSlices {
             }
         }
         all.add(forwarded);
-        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])).thenApply(v -> {
-            ex.keepAfterSends(List.of(partial).subList(0, p - 2));
-            return out;
-        });
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
     }
 
     /** Slices of a block of {@code n} elements of {@code width} bytes: at most {@code sliceBytes} each, at least one. */
