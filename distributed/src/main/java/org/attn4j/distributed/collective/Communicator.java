@@ -359,6 +359,8 @@ public final class Communicator {
      * one after the other (C order), and member {@code j} ends with the sum over members of block {@code j} in
      * {@code out}. Blocks above 8 MiB travel in slices, each added to and forwarded as soon as it arrives; the
      * last step's partial sums are written straight into {@code out}. Volume: {@code (P - 1)} blocks per member.
+     * With P > 2 the middle steps' partial sums take {@code P - 2} blocks of scratch, which this communicator
+     * keeps for its next call (at most 64 MiB in all) instead of allocating them afresh each time.
      *
      * @param out one block's elements of {@code array}'s type, contiguous in C order
      * @return {@code out}
@@ -442,7 +444,8 @@ public final class Communicator {
     /**
      * Element-wise sum over all members, as {@link #allReduceAsync(Reduction, INDArray...)}. When the array's
      * length is a multiple of P, the reduce-scatter and all-gather run in slices of at most 8 MiB, each added to
-     * and forwarded as it arrives, with every block received straight into the result.
+     * and forwarded as it arrives, with every block received straight into the result (the reduce-scatter's
+     * partial sums too, in the blocks the all-gather fills later: no scratch).
      *
      * @return the sum, a new array of {@code array}'s shape
      */
