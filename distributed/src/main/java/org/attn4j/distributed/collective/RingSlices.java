@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
+import org.attn4j.distributed.transport.ArrayCopy;
 import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.indexing.NDArrayIndex;
@@ -51,7 +52,7 @@ final class RingSlices {
         // every receive and send of the ring is posted: the copy overlaps the other members' blocks arriving.
         CompletableFuture<Void> ring = gather(ex, flat, mine, n, phase, sliceBytes);
         if (n > 0) {
-            block(flat, ex.group().index(), n).assign(mine);
+            ArrayCopy.copy(mine, block(flat, ex.group().index(), n));
         }
         return ring.thenApply(v -> out);
     }
@@ -164,7 +165,7 @@ final class RingSlices {
         long n = out.length();
         INDArray result = out.reshape('c', new long[] {n});
         if (p == 1) {
-            result.assign(array.reshape('c', new long[] {array.length()}));
+            ArrayCopy.copy(array, result);
             return CompletableFuture.completedFuture(out);
         }
         // Partial sums of the middle steps land in scratch blocks the communicator keeps between calls

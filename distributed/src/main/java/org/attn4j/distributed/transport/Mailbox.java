@@ -316,9 +316,7 @@ final class Mailbox {
                     + into.length() + " " + into.dataType() + ": the message holds " + received.length() + " "
                     + received.dataType());
         }
-        if (received.length() > 0) {
-            into.assign(received.reshape('c', into.shape()));
-        }
+        ArrayCopy.copy(received, into);
         received.close();
         return into;
     }
