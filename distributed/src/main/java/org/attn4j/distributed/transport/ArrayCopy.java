@@ -24,7 +24,7 @@ public final class ArrayCopy {
             throw new IllegalArgumentException("ArrayCopy: expected arrays of the same type and length, got "
                     + from.length() + " " + from.dataType() + " into " + into.length() + " " + into.dataType());
         }
-        if (from.isEmpty() || from.length() == 0) {
+        if (from.length() == 0) {
             return;
         }
         if (ArrayBytes.byteLength(from) < Integer.MAX_VALUE

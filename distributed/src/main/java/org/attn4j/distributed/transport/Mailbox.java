@@ -336,7 +336,7 @@ final class Mailbox {
             if (addend == into) {
                 into.addi(message);
             } else {
-                into.assign(message).addi(addend.reshape('c', into.shape()));
+                message.add(addend.reshape('c', into.shape()), into);      // one pass: the sum written into place
             }
         }
         received.close();
