@@ -78,7 +78,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Option(names = "--warm-up", paramLabel = "SECONDS", defaultValue = "2",
             description = "Untimed calls before the point-to-point measurements and before each ring size, so "
-                    + "the JIT has compiled the paths they take (default: ${DEFAULT-VALUE}).")
+                    + "the JIT has compiled the paths they take: at least this long, and on while the workers' JIT "
+                    + "compilers are still busy, up to ten times as long (default: ${DEFAULT-VALUE}).")
     double warmUp;
 
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "7",
@@ -470,9 +471,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         + "back and waits for a one-element acknowledgement, one way and both ways at once (each "
                         + "rank sending while it receives, as in a ring step; figure per direction), the median of "
                         + repeats + " timed runs. Untimed calls run first (the JIT compiles the paths a size takes only "
-                        + "after hundreds of its calls): ping-pongs for " + warmUp + " s before the point-to-point "
-                        + "sizes (and untimed rounds before each), all-gathers and reduce-scatters for " + warmUp
-                        + " s and three calls more before each ring size. For the ring collectives, size is the whole array (what "
+                        + "after hundreds of its calls): ping-pongs before the point-to-point sizes (and untimed rounds "
+                        + "before each), all-gathers and reduce-scatters before each ring size (and three calls more), "
+                        + "each for at least " + warmUp + " s and then on until no worker's JIT compiler took more than "
+                        + "2 % of the last second (at most " + ClusterBenchCommand.fmt(10 * warmUp) + " s: on two cores the compilers kept "
+                        + "busy for 10-20 s after the workers started). For the ring collectives, size is the whole array (what "
                         + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
                         + "is the slowest worker's median of " + repeats + ", and bus bandwidth is size / time x "
                         + "(P - 1) / P, as nccl-tests define it. The workers share the machine's cores."

@@ -1,5 +1,7 @@
 package org.attn4j.samples.bench;
 
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -19,8 +21,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * each size in bytes (latency over at least 200 round trips, its median and 99th percentile; bandwidth one way, and
  * both ways at once); {@code ring SIZES REPEATS} (P workers): ring all-gather and reduce-scatter of arrays of each
  * total size. Rank 0 prints one {@code RESULT kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us} line per
- * measurement (GB = 10^9 bytes). A fourth argument gives the untimed warm-up in seconds: before the point-to-point
- * measurements, and before each ring size.
+ * measurement (GB = 10^9 bytes). A fourth argument gives the shortest untimed warm-up in seconds: before the
+ * point-to-point measurements, and before each ring size (longer while the JIT is still compiling: {@link #untimed}).
  */
 public final class TransportBenchWorker {
 
@@ -33,6 +35,10 @@ public final class TransportBenchWorker {
     private static final int ACK = 2;
     /** Bytes streamed per bandwidth measurement, at least 4 messages. */
     private static final long STREAM_BYTES = 64L << 20;
+    /** The share of a second's wall time the JIT compiler may take and the JVM still count as warm. */
+    private static final double JIT_BUSY = 0.02;
+    /** The longest warm-up before a size, in multiples of the shortest, however busy the compiler. */
+    private static final double WARM_UP_CAP = 10;
 
     private TransportBenchWorker() {
     }
@@ -128,17 +134,39 @@ public final class TransportBenchWorker {
     }
 
     /**
-     * Runs {@code call} until rank 0 has spent {@code seconds} on it (rank 0 decides when to stop and tells the
-     * others, so every rank runs the same number of calls).
+     * Runs {@code call} for at least {@code seconds}, and then on while the JIT is still compiling on any rank (its
+     * compiler took more than {@link #JIT_BUSY} of the last second), for at most {@link #WARM_UP_CAP} times
+     * {@code seconds} in all: with four workers on two cores, the compiler threads still took 10-40 % of the CPU a
+     * minute after the workers started. Every rank runs the same number of calls (the ranks agree each round whether
+     * to go on).
      */
     private static void untimed(Communicator world, double seconds, Runnable call) {
-        long end = System.nanoTime() + (long) (seconds * 1e9);
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        boolean timed = jit != null && jit.isCompilationTimeMonitoringSupported();
+        long start = System.nanoTime();
+        long windowStart = start;
+        long compiledAtWindowStart = timed ? jit.getTotalCompilationTime() : 0;
+        boolean compiling = timed;
         boolean more = true;
         while (more) {
             call.run();
-            INDArray flag = world.broadcast(0, Nd4j.scalar(world.transport().rank() == 0
-                    && System.nanoTime() < end ? 1f : 0f));
-            more = flag.getFloat(0) == 1f;
+            long now = System.nanoTime();
+            if (timed && now - windowStart >= 1_000_000_000L) {
+                long compiled = jit.getTotalCompilationTime();
+                compiling = (compiled - compiledAtWindowStart) * 1e6 > JIT_BUSY * (now - windowStart);
+                windowStart = now;
+                compiledAtWindowStart = compiled;
+            }
+            double elapsed = (now - start) / 1e9;
+            boolean mine = elapsed < seconds || (compiling && elapsed < WARM_UP_CAP * seconds);
+            INDArray flag = Nd4j.createFromArray(new float[] {mine ? 1f : 0f});
+            more = false;
+            for (INDArray f : world.allGather(flag)) {
+                more |= f.getFloat(0) == 1f;
+                if (f != flag) {
+                    f.close();
+                }
+            }
             flag.close();
         }
     }
