@@ -217,6 +217,20 @@ final class HostDriver {
         }
     }
 
+    /**
+     * Whether a live driver works in {@code dir}; true (leave it alone) when that cannot be read: another rank of
+     * a job starting on this host may be deleting the same stale directory (its CnC file gone between Aeron's
+     * check for it and its mapping of it), or a driver never finished writing its CnC file.
+     */
+    private static boolean driverActive(File dir, long driverTimeoutMs) {
+        try {
+            return CommonContext.isDriverActive(dir, driverTimeoutMs, s -> { });
+        } catch (RuntimeException e) {
+            LOG.debug("left {} in place: {}", dir, e.toString());
+            return true;
+        }
+    }
+
     /** The lock file of a host driver directory, or of one rank in it. */
     private static final Pattern LOCK_FILE = Pattern.compile(
             "(attn4j-[0-9a-f]{16}-host[0-9a-f]{8})(\\.rank\\d+)?\\.lock");
@@ -242,7 +256,7 @@ final class HostDriver {
             return;
         }
         for (File dir : dirs) {
-            if (now - dir.lastModified() > STALE_MS && !CommonContext.isDriverActive(dir, driverTimeoutMs, s -> { })) {
+            if (now - dir.lastModified() > STALE_MS && !driverActive(dir, driverTimeoutMs)) {
                 LOG.info("removing the host driver directory {} of a job that no longer runs", dir);
                 IoUtil.delete(dir, true);
                 File[] locks = root.listFiles((d, name) -> name.startsWith(dir.getName() + ".")

@@ -277,6 +277,25 @@ class AeronTransportTest {
 
     @Test
     @Timeout(10)
+    void aStaleDriverDirectoryWhoseCncFileCannotBeReadIsLeftAndDoesNotStopTheStart(
+            @org.junit.jupiter.api.io.TempDir java.nio.file.Path root) throws Exception {
+        // As when another rank starting on this host deletes the same stale directory while this one reads it:
+        // Aeron's check finds a CnC file it cannot read (here one a driver never initialised) and throws.
+        java.io.File unreadable = root.resolve("attn4j-0123456789abcdef-host89abcdef").toFile();
+        java.io.File gone = root.resolve("attn4j-fedcba9876543210-host89abcdef").toFile();
+        assertTrue(unreadable.mkdir());
+        assertTrue(gone.mkdir());
+        java.nio.file.Files.write(unreadable.toPath().resolve("cnc.dat"), new byte[64 << 10]);
+        long twoMinutesAgo = System.currentTimeMillis() - 120_000;
+        assertTrue(unreadable.setLastModified(twoMinutesAgo));
+        assertTrue(gone.setLastModified(twoMinutesAgo));
+        HostDriver.removeStale(root.toFile(), 200);
+        assertTrue(unreadable.exists(), "left in place: a live driver's directory must never be deleted on a doubt");
+        assertFalse(gone.exists(), "a stale directory without a driver is still removed");
+    }
+
+    @Test
+    @Timeout(10)
     void theUdpMtuIsAerons1408OffLoopbackAndFollowsTheLinkOnlyWhenAsked() throws Exception {
         // A link's MTU less the IP and UDP headers, to a multiple of 32, within Aeron's 1408..65504.
         assertEquals(1472, AeronTransportContext.Builder.udpMtu(1500, false));
