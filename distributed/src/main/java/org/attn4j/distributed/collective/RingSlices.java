@@ -46,8 +46,8 @@ final class RingSlices {
     static CompletableFuture<INDArray> allGather(Exchange<?> ex, INDArray own, INDArray out, int phase,
                                                  long sliceBytes) {
         long n = own.length();
-        INDArray flat = out.reshape('c', new long[] {out.length()});
-        INDArray mine = own.reshape('c', new long[] {n});
+        INDArray flat = flat(out);
+        INDArray mine = flat(own);
         // This member's block goes out from its own array, and is copied into its place in the output only once
         // every receive and send of the ring is posted: the copy overlaps the other members' blocks arriving.
         CompletableFuture<Void> ring = gather(ex, flat, mine, n, phase, sliceBytes);
@@ -73,7 +73,7 @@ final class RingSlices {
         int p = ex.group().size();
         int i = ex.group().index();
         long n = array.length() / p;
-        INDArray flat = out.reshape('c', new long[] {out.length()});
+        INDArray flat = flat(out);
         INDArray[] partial = new INDArray[p - 1];
         for (int s = 0; s < p - 1; s++) {
             partial[s] = block(flat, Math.floorMod(s == p - 2 ? i : i - s - 2, p), n);
@@ -135,7 +135,7 @@ final class RingSlices {
                                                    long sliceBytes) {
         if (array != null) {
             long n = array.length();
-            INDArray flat = array.reshape('c', new long[] {n});
+            INDArray flat = flat(array);
             int k = sliceCount(n, array.dataType().width(), sliceBytes);
             for (int j = 0; j < k; j++) {
                 ex.send(to, 0, slice(flat, n, k, j));
@@ -145,7 +145,7 @@ final class RingSlices {
             return CompletableFuture.completedFuture(null);
         }
         long n = into.length();
-        INDArray flat = into.reshape('c', new long[] {n});
+        INDArray flat = flat(into);
         int k = sliceCount(n, into.dataType().width(), sliceBytes);
         CompletableFuture<?>[] received = new CompletableFuture<?>[k];
         for (int j = 0; j < k; j++) {
@@ -163,7 +163,7 @@ final class RingSlices {
                                                      long sliceBytes) {
         int p = ex.group().size();
         long n = out.length();
-        INDArray result = out.reshape('c', new long[] {n});
+        INDArray result = flat(out);
         if (p == 1) {
             ArrayCopy.copy(array, result);
             return CompletableFuture.completedFuture(out);
@@ -193,7 +193,7 @@ final class RingSlices {
         int p = g.size();
         int i = g.index();
         long n = partial[0].length();
-        INDArray flat = array.reshape('c', new long[] {array.length()});
+        INDArray flat = flat(array);
         int k = sliceCount(n, partial[0].dataType().width(), sliceBytes);
         // Each receive adds this member's share of its block to the partial sum that arrives, as the transport
         // reads it (Transport.receiveSum), so the sum lands in place in one pass.
@@ -240,8 +240,19 @@ final class RingSlices {
     }
 
     private static INDArray slice(INDArray block, long n, int k, int j) {
+        if (k == 1) {
+            return block;
+        }
         long from = Reduction.partStart(n, k, j);
         long to = Reduction.partStart(n, k, j + 1);
         return to == from ? Nd4j.create(block.dataType(), 0) : block.get(NDArrayIndex.interval(from, to));
+    }
+
+    /**
+     * {@code a}'s elements in C order as one dimension: {@code a} itself when it already is one, so a call makes
+     * no view it does not need (each ND4J view costs about 5 us and an object for ND4J's deallocator to track).
+     */
+    private static INDArray flat(INDArray a) {
+        return a.rank() == 1 && (a.length() <= 1 || a.stride(0) == 1) ? a : a.reshape('c', new long[] {a.length()});
     }
 }
