@@ -69,7 +69,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     String ringMinSize;
 
     @Option(names = "--ring-max-size", paramLabel = "BYTES", defaultValue = "64m",
-            description = "Largest ring collective size; sizes grow 4-fold (default: ${DEFAULT-VALUE}).")
+            description = "Largest ring collective size; sizes grow 4-fold, and each worker holds the arrays of "
+                    + "every size at once, up to four times this (default: ${DEFAULT-VALUE}).")
     String ringMaxSize;
 
     @Option(names = "--ring-workers", paramLabel = "P", split = ",", defaultValue = "2,4",
@@ -472,10 +473,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         + "rank sending while it receives, as in a ring step; figure per direction), the median of "
                         + repeats + " timed runs. Untimed calls run first (the JIT compiles the paths a size takes only "
                         + "after hundreds of its calls): ping-pongs before the point-to-point sizes (and untimed rounds "
-                        + "before each), all-gathers and reduce-scatters before each ring size (and three calls more), "
-                        + "each for at least " + warmUp + " s and then on until no worker's JIT compiler took more than "
-                        + "2 % of the last second (at most " + ClusterBenchCommand.fmt(10 * warmUp) + " s: on two cores the compilers kept "
-                        + "busy for 10-20 s after the workers started). For the ring collectives, size is the whole array (what "
+                        + "before each); all-gathers and reduce-scatters of every ring size in turn before the first, "
+                        + "then of each size before it (and three calls more), each for at least " + warmUp
+                        + " s and then on until no worker's JIT compiler took more than 2 % of the last second (at "
+                        + "most " + ClusterBenchCommand.fmt(10 * warmUp) + " s: with four workers on two cores the "
+                        + "compilers kept busy for a minute). For the ring collectives, size is the whole array (what "
                         + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
                         + "is the slowest worker's median of " + repeats + ", and bus bandwidth is size / time x "
                         + "(P - 1) / P, as nccl-tests define it. The workers share the machine's cores."

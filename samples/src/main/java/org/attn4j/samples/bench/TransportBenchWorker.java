@@ -57,11 +57,21 @@ public final class TransportBenchWorker {
             if (args[0].equals("p2p")) {
                 warmUp(world, Math.min(sizes[0], 1L << 20), warmUpSeconds);
             }
-            for (long size : sizes) {
-                if (args[0].equals("p2p")) {
+            if (args[0].equals("p2p")) {
+                for (long size : sizes) {
                     pointToPoint(t, size, repeats);
-                } else {
-                    ring(world, size, repeats, warmUpSeconds);
+                }
+            } else {
+                List<RingArrays> arrays = new ArrayList<>();
+                for (long size : sizes) {
+                    arrays.add(new RingArrays(world, size));
+                }
+                // Every size in turn first, so the JIT compiles the paths of all of them before any is timed (a
+                // size first met later would recompile code the earlier sizes settled).
+                untimed(world, warmUpSeconds, () -> arrays.forEach(a -> a.round(world)));
+                for (RingArrays a : arrays) {
+                    ring(world, a, repeats, warmUpSeconds);
+                    a.close();
                 }
             }
             world.barrier();
@@ -199,23 +209,30 @@ public final class TransportBenchWorker {
         got.forEach(f -> f.join().close());
     }
 
-    private static void ring(Communicator world, long bytes, int repeats, double warmUpSeconds) {
-        int p = world.group().size();
-        long elements = bytes / 4 / p * p;
-        INDArray block = Nd4j.ones(DataType.FLOAT, elements / p);
-        INDArray whole = Nd4j.ones(DataType.FLOAT, elements);
-        // Outputs allocated once and reused, as MPI's benchmarks reuse their buffers.
-        INDArray gathered = Nd4j.zeros(DataType.FLOAT, elements);
-        INDArray reduced = Nd4j.zeros(DataType.FLOAT, elements / p);
-        // The JIT compiles the paths of a size only after hundreds of its calls: a first 7 timed calls at P = 4
-        // and 4 MB ran about twice as long as the 500th to 600th.
-        untimed(world, warmUpSeconds, () -> {
-            world.allGather(block, gathered);
-            world.reduceScatter(whole, reduced);
-        });
-        double[] gather = new double[repeats];
-        double[] scatter = new double[repeats];
-        for (int r = -3; r < repeats; r++) {
+    /** One ring size's arrays, allocated once and reused, as MPI's benchmarks reuse their buffers. */
+    private static final class RingArrays implements AutoCloseable {
+        final long elements;
+        final INDArray block;
+        final INDArray whole;
+        final INDArray gathered;
+        final INDArray reduced;
+
+        RingArrays(Communicator world, long bytes) {
+            int p = world.group().size();
+            elements = bytes / 4 / p * p;
+            block = Nd4j.ones(DataType.FLOAT, elements / p);
+            whole = Nd4j.ones(DataType.FLOAT, elements);
+            gathered = Nd4j.zeros(DataType.FLOAT, elements);
+            reduced = Nd4j.zeros(DataType.FLOAT, elements / p);
+        }
+
+        /**
+         * One round: an all-gather and a reduce-scatter, each after a barrier and followed by the exchange of the
+         * members' times; the slowest member's time of each, microseconds. The warm-up runs exactly these calls, so
+         * the first timed size meets no path the JIT has not compiled (the times' exchange, an all-gather of
+         * doubles, compiled late made the first size's calls five to seven times slower).
+         */
+        double[] round(Communicator world) {
             world.barrier();
             long t0 = System.nanoTime();
             world.allGather(block, gathered);
@@ -224,9 +241,29 @@ public final class TransportBenchWorker {
             t0 = System.nanoTime();
             world.reduceScatter(whole, reduced);
             double s = slowest(world, (System.nanoTime() - t0) / 1e3);
+            return new double[] {g, s};
+        }
+
+        @Override
+        public void close() {
+            block.close();
+            whole.close();
+            gathered.close();
+            reduced.close();
+        }
+    }
+
+    private static void ring(Communicator world, RingArrays a, int repeats, double warmUpSeconds) {
+        int p = world.group().size();
+        long elements = a.elements;
+        untimed(world, warmUpSeconds, () -> a.round(world));
+        double[] gather = new double[repeats];
+        double[] scatter = new double[repeats];
+        for (int r = -3; r < repeats; r++) {
+            double[] t = a.round(world);
             if (r >= 0) {
-                gather[r] = g;
-                scatter[r] = s;
+                gather[r] = t[0];
+                scatter[r] = t[1];
             }
         }
         long total = elements * 4;
@@ -236,10 +273,6 @@ public final class TransportBenchWorker {
         report(world.transport(), "allgather", p, total, g, total / g / 1e3, total / g / 1e3 * factor, Double.NaN);
         report(world.transport(), "reducescatter", p, total, s, total / s / 1e3, total / s / 1e3 * factor,
                 Double.NaN);
-        block.close();
-        whole.close();
-        gathered.close();
-        reduced.close();
     }
 
     /** The longest time any member took: a collective is as fast as its slowest member. */
