@@ -83,7 +83,7 @@ final class HostDriver {
         try (FileChannel channel = FileChannel.open(lockFile.toPath(), StandardOpenOption.CREATE,
                 StandardOpenOption.WRITE); FileLock ignored = channel.lock()) {
             MediaDriver driver = null;
-            if (!CommonContext.isDriverActive(new File(directory), driverTimeoutMs, s -> { })) {
+            if (!activeUnderLock(directory, driverTimeoutMs)) {
                 driver = MediaDriver.launch(config.get().aeronDirectoryName(directory).dirDeleteOnStart(true)
                         .dirDeleteOnShutdown(true));
                 LOG.debug("launched the host media driver in {}", directory);
@@ -94,6 +94,21 @@ final class HostDriver {
         }
         OPEN.put(directory, h);
         return h;
+    }
+
+    /**
+     * Whether a live driver works in {@code directory}, asked while holding its lock file (so no other process is
+     * launching one there): a CnC file that cannot be read is a dead driver's, one killed while it started or
+     * while it deleted its directory (as when a job is run again under the same token), and a new driver replaces
+     * it rather than every rank failing on it.
+     */
+    private static boolean activeUnderLock(String directory, long driverTimeoutMs) {
+        try {
+            return CommonContext.isDriverActive(new File(directory), driverTimeoutMs, s -> { });
+        } catch (RuntimeException e) {
+            LOG.info("replacing the unreadable host driver directory {}: {}", directory, e.toString());
+            return false;
+        }
     }
 
     /**

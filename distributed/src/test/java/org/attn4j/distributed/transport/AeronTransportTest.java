@@ -295,6 +295,29 @@ class AeronTransportTest {
     }
 
     @Test
+    @Timeout(20)
+    void aHostDriverDirectoryLeftHalfWrittenIsReplacedByANewDriver(
+            @org.junit.jupiter.api.io.TempDir java.nio.file.Path root) throws Exception {
+        // A driver killed while it started, in the directory a job run again under the same token uses.
+        java.nio.file.Path dir = root.resolve("attn4j-0123456789abcdef-host89abcdef");
+        java.nio.file.Files.createDirectories(dir);
+        java.nio.file.Files.write(dir.resolve("cnc.dat"), new byte[64 << 10]);
+        HostDriver h = HostDriver.acquire(dir.toString(), () -> new io.aeron.driver.MediaDriver.Context()
+                .threadingMode(io.aeron.driver.ThreadingMode.SHARED), 200);
+        try {
+            assertTrue(h.owned(), "a new driver runs in the directory");
+            assertTrue(io.aeron.CommonContext.isDriverActive(dir.toFile(), 5_000, s -> { }));
+        } finally {
+            h.release(java.time.Duration.ZERO);
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (java.nio.file.Files.exists(dir.resolve("cnc.dat")) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertFalse(java.nio.file.Files.exists(dir.resolve("cnc.dat")), "closed once unused, its directory deleted");
+    }
+
+    @Test
     @Timeout(10)
     void theUdpMtuIsAerons1408OffLoopbackAndFollowsTheLinkOnlyWhenAsked() throws Exception {
         // A link's MTU less the IP and UDP headers, to a multiple of 32, within Aeron's 1408..65504.
