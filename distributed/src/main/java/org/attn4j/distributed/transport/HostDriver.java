@@ -83,7 +83,8 @@ final class HostDriver {
         try (FileChannel channel = FileChannel.open(lockFile.toPath(), StandardOpenOption.CREATE,
                 StandardOpenOption.WRITE); FileLock ignored = channel.lock()) {
             MediaDriver driver = null;
-            if (!activeUnderLock(directory, driverTimeoutMs)) {
+            // Under the lock no other process is launching a driver here: an unreadable one is dead, replace it.
+            if (!driverActive(new File(directory), driverTimeoutMs, false)) {
                 driver = MediaDriver.launch(config.get().aeronDirectoryName(directory).dirDeleteOnStart(true)
                         .dirDeleteOnShutdown(true));
                 LOG.debug("launched the host media driver in {}", directory);
@@ -94,21 +95,6 @@ final class HostDriver {
         }
         OPEN.put(directory, h);
         return h;
-    }
-
-    /**
-     * Whether a live driver works in {@code directory}, asked while holding its lock file (so no other process is
-     * launching one there): a CnC file that cannot be read is a dead driver's, one killed while it started or
-     * while it deleted its directory (as when a job is run again under the same token), and a new driver replaces
-     * it rather than every rank failing on it.
-     */
-    private static boolean activeUnderLock(String directory, long driverTimeoutMs) {
-        try {
-            return CommonContext.isDriverActive(new File(directory), driverTimeoutMs, s -> { });
-        } catch (RuntimeException e) {
-            LOG.info("replacing the unreadable host driver directory {}: {}", directory, e.toString());
-            return false;
-        }
     }
 
     /**
@@ -233,16 +219,18 @@ final class HostDriver {
     }
 
     /**
-     * Whether a live driver works in {@code dir}; true (leave it alone) when that cannot be read: another rank of
-     * a job starting on this host may be deleting the same stale directory (its CnC file gone between Aeron's
-     * check for it and its mapping of it), or a driver never finished writing its CnC file.
+     * Whether a live driver works in {@code dir}, or {@code ifUnreadable} when its CnC file cannot be read. That
+     * happens when another rank of a job starting on this host deletes the same stale directory (the file gone
+     * between Aeron's check for it and its mapping of it), and when a driver died before it finished writing the
+     * file (killed while starting, the directory then reused by a job run again under the same token).
      */
-    private static boolean driverActive(File dir, long driverTimeoutMs) {
+    private static boolean driverActive(File dir, long driverTimeoutMs, boolean ifUnreadable) {
         try {
             return CommonContext.isDriverActive(dir, driverTimeoutMs, s -> { });
         } catch (RuntimeException e) {
-            LOG.debug("left {} in place: {}", dir, e.toString());
-            return true;
+            LOG.info("the host driver directory {} cannot be read ({}): {}", dir, e.toString(),
+                    ifUnreadable ? "left in place" : "replaced");
+            return ifUnreadable;
         }
     }
 
@@ -271,7 +259,8 @@ final class HostDriver {
             return;
         }
         for (File dir : dirs) {
-            if (now - dir.lastModified() > STALE_MS && !driverActive(dir, driverTimeoutMs)) {
+            // Never deleted on a doubt: an unreadable one may be another rank's to delete, or a live driver's.
+            if (now - dir.lastModified() > STALE_MS && !driverActive(dir, driverTimeoutMs, true)) {
                 LOG.info("removing the host driver directory {} of a job that no longer runs", dir);
                 IoUtil.delete(dir, true);
                 File[] locks = root.listFiles((d, name) -> name.startsWith(dir.getName() + ".")
