@@ -6,8 +6,11 @@ import java.net.DatagramSocket;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
@@ -17,13 +20,19 @@ import java.util.concurrent.ThreadLocalRandom;
  * listens on its endpoint's port in both, see {@code AeronTransportContext.Network}). They are drawn below the kernel's
  * ephemeral range ({@code /proc/sys/net/ipv4/ip_local_port_range}, 32768-60999 by default): a port from that range
  * could be handed, between our release and the worker's bind, to any socket that binds port 0, such as another
- * worker's Aeron publication, and that worker would then fail with "Address already in use".
+ * worker's Aeron publication, and that worker would then fail with "Address already in use". A port drawn is also
+ * reserved for a minute in a file under {@code java.io.tmpdir/attn4j-ports}, so two processes drawing ports at once
+ * (two launchers on one host, a build's parallel test JVMs) never hand the same one to their workers; where that
+ * directory cannot be written, ports are drawn without it.
  */
 public final class FreePorts {
 
     /** The lowest port drawn: above the well-known and most registered service ports. */
     private static final int LOWEST = 20000;
     private static final int ATTEMPTS = 500;
+    /** How long a drawn port stays reserved: ample for a worker to start and bind it. */
+    private static final long RESERVED_MS = 60_000;
+    private static final Path RESERVATIONS = Path.of(System.getProperty("java.io.tmpdir"), "attn4j-ports");
 
     private FreePorts() {
     }
@@ -36,12 +45,16 @@ public final class FreePorts {
      * @throws UncheckedIOException if not enough ports could be bound
      */
     public static int[] udp(InetAddress bind, int count) {
-        int top = ephemeralStart() - 1;
+        return udp(bind, count, LOWEST, ephemeralStart() - 1, RESERVATIONS);
+    }
+
+    /** As {@link #udp(InetAddress, int)}, drawing from {@code [lowest, top]} with reservations in {@code reserved}. */
+    static int[] udp(InetAddress bind, int count, int lowest, int top, Path reserved) {
         List<AutoCloseable> held = new ArrayList<>();
         try {
             int[] ports = new int[count];
             for (int i = 0; i < count; i++) {
-                int port = top > LOWEST + count ? bindBelow(bind, top, held) : -1;
+                int port = top > lowest + count ? bindBelow(bind, lowest, top, reserved, held) : -1;
                 for (int attempt = 0; port < 0 && attempt < ATTEMPTS; attempt++) {
                     DatagramSocket s = new DatagramSocket(new InetSocketAddress(bind, 0));
                     port = bindTcp(bind, s, held);
@@ -90,10 +103,16 @@ public final class FreePorts {
         return udp(InetAddress.getLoopbackAddress(), count);
     }
 
-    /** A random port in {@code [LOWEST, top]} free for UDP and TCP, both held, or -1 after {@link #ATTEMPTS} tries. */
-    private static int bindBelow(InetAddress bind, int top, List<AutoCloseable> held) {
+    /**
+     * A random port in {@code [lowest, top]} free for UDP and TCP and not reserved by another draw, both sockets
+     * held and the port reserved, or -1 after {@link #ATTEMPTS} tries.
+     */
+    private static int bindBelow(InetAddress bind, int lowest, int top, Path reserved, List<AutoCloseable> held) {
         for (int i = 0; i < ATTEMPTS; i++) {
-            int port = ThreadLocalRandom.current().nextInt(LOWEST, top + 1);
+            int port = ThreadLocalRandom.current().nextInt(lowest, top + 1);
+            if (!reserve(reserved, port)) {
+                continue;
+            }
             DatagramSocket udp;
             try {
                 udp = new DatagramSocket(new InetSocketAddress(bind, port));
@@ -106,6 +125,36 @@ public final class FreePorts {
             }
         }
         return -1;
+    }
+
+    /**
+     * Reserves {@code port} for {@link #RESERVED_MS}: creates its file in {@code dir}, or takes over a file older
+     * than that (moved aside first, so of two processes taking it over at once only one gets it). True when
+     * reserved here, or when the directory cannot be written (no reservations then); false when another draw
+     * holds it.
+     */
+    static boolean reserve(Path dir, int port) {
+        Path file = dir.resolve(Integer.toString(port));
+        try {
+            Files.createDirectories(dir);
+            try {
+                Files.createFile(file);
+                return true;
+            } catch (FileAlreadyExistsException held) {
+                if (System.currentTimeMillis() - Files.getLastModifiedTime(file).toMillis() < RESERVED_MS) {
+                    return false;
+                }
+                Path aside = dir.resolve(port + "." + Long.toHexString(ThreadLocalRandom.current().nextLong()));
+                Files.move(file, aside, StandardCopyOption.ATOMIC_MOVE);
+                Files.delete(aside);
+                Files.createFile(file);
+                return true;
+            }
+        } catch (FileAlreadyExistsException | NoSuchFileException raced) {
+            return false;                                   // another process took the expired reservation first
+        } catch (IOException | SecurityException unwritable) {
+            return true;
+        }
     }
 
     /** The first port of the kernel's ephemeral range, or 32768 where it cannot be read. */

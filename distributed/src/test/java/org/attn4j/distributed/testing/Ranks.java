@@ -47,7 +47,12 @@ public final class Ranks implements AutoCloseable {
         R run(Transport t) throws Exception;
     }
 
+    /** How long {@link #close} waits for the threads of a run whose ranks are still running. */
+    private static final Duration THREADS_END = Duration.ofSeconds(30);
+
     private final List<Transport> transports;
+    /** The threads of every {@link #run}: {@link #close} lets none outlive it. */
+    private final List<ExecutorService> pools = new ArrayList<>();
 
     private Ranks(List<? extends Transport> transports) {
         this.transports = List.copyOf(transports);
@@ -125,6 +130,7 @@ public final class Ranks implements AutoCloseable {
             t.setDaemon(true);                                      // a rank that ignores interrupts ends with the JVM
             return t;
         });
+        pools.add(pool);
         ExecutorCompletionService<R> done = new ExecutorCompletionService<>(pool);
         List<Future<R>> futures = new ArrayList<>();
         try {
@@ -160,7 +166,11 @@ public final class Ranks implements AutoCloseable {
         }
     }
 
-    /** Closes every rank's transport; the first failure to close is thrown after all were tried. */
+    /**
+     * Closes every rank's transport, then waits (up to {@link #THREADS_END}) for the ranks of a run that failed or
+     * timed out to end: a rank still waiting on a peer fails once the transports close, and none goes on writing
+     * files the test is about to delete. The first failure to close is thrown after all were tried.
+     */
     @Override
     public void close() {
         RuntimeException failure = null;
@@ -173,6 +183,15 @@ public final class Ranks implements AutoCloseable {
                 } else {
                     failure.addSuppressed(e);
                 }
+            }
+        }
+        long deadline = System.nanoTime() + THREADS_END.toNanos();
+        for (ExecutorService pool : pools) {
+            try {
+                pool.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
             }
         }
         if (failure != null) {
