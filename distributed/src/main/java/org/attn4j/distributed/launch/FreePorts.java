@@ -50,11 +50,12 @@ public final class FreePorts {
 
     /** As {@link #udp(InetAddress, int)}, drawing from {@code [lowest, top]} with reservations in {@code reserved}. */
     static int[] udp(InetAddress bind, int count, int lowest, int top, Path reserved) {
+        Path reservations = writable(reserved);
         List<AutoCloseable> held = new ArrayList<>();
         try {
             int[] ports = new int[count];
             for (int i = 0; i < count; i++) {
-                int port = top > lowest + count ? bindBelow(bind, lowest, top, reserved, held) : -1;
+                int port = top > lowest + count ? bindBelow(bind, lowest, top, reservations, held) : -1;
                 for (int attempt = 0; port < 0 && attempt < ATTEMPTS; attempt++) {
                     DatagramSocket s = new DatagramSocket(new InetSocketAddress(bind, 0));
                     port = bindTcp(bind, s, held);
@@ -127,16 +128,27 @@ public final class FreePorts {
         return -1;
     }
 
+    /** {@code dir}, made if missing, or null when it cannot be (ports are then drawn without reservations). */
+    private static Path writable(Path dir) {
+        try {
+            return Files.createDirectories(dir);
+        } catch (IOException | SecurityException e) {
+            return null;
+        }
+    }
+
     /**
      * Reserves {@code port} for {@link #RESERVED_MS}: creates its file in {@code dir}, or takes over a file older
      * than that (moved aside first, so of two processes taking it over at once only one gets it). True when
-     * reserved here, or when the directory cannot be written (no reservations then); false when another draw
+     * reserved here, or when there are no reservations ({@code dir} null or not writable); false when another draw
      * holds it.
      */
     static boolean reserve(Path dir, int port) {
+        if (dir == null) {
+            return true;
+        }
         Path file = dir.resolve(Integer.toString(port));
         try {
-            Files.createDirectories(dir);
             try {
                 Files.createFile(file);
                 return true;
