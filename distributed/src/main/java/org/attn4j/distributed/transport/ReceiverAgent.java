@@ -674,6 +674,12 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     private void checkLiveness(long now) {
         for (int p = 0; p < lastHeardNs.length; p++) {
             if (helloReceived[p] && now - lastHeardNs[p] > timeoutNs && transport.peerFailure(p) == null) {
+                // A peer heard through the media driver falls silent with it: when the host's driver died (with
+                // the rank that ran it), every such peer goes quiet at once, and none of them is to blame.
+                if (!context.tcpPeer(p) && !transport.driverAlive()) {
+                    transport.driverLost();
+                    return;
+                }
                 transport.failPeer(p, "silent for " + (now - lastHeardNs[p]) / 1_000_000 + " ms (no heartbeat)");
             }
         }
