@@ -82,6 +82,64 @@ class TransportBenchCommandTest {
     }
 
     @Test
+    void runsOpenMpiWithOneRankInEachNamespace() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(
+                org.attn4j.distributed.launch.NamespaceCluster.unavailable().isEmpty(),
+                "network namespaces need root and the ip tool");
+        org.junit.jupiter.api.Assumptions.assumeTrue(onPath("mpicc") && onPath("mpirun"), "Open MPI is not installed");
+        // A stand-in for the anchor: run.sh prints one loopback line; colls.c, built and started across the
+        // namespaces by the benchmark, prints from rank 0 how many distinct network namespaces its ranks ran in,
+        // in the bus bandwidth column.
+        Path mpi = Files.createDirectories(tmp.resolve("mpi"));
+        Files.writeString(mpi.resolve("run.sh"), "echo op,workers,bytes,median_us,bus_gbps\n"
+                + "echo all-gather,2,65536,9.0,1.500\n");
+        Files.writeString(mpi.resolve("colls.c"), """
+                #include <mpi.h>
+                #include <stdio.h>
+                #include <sys/stat.h>
+                int main(int argc, char **argv) {
+                    MPI_Init(&argc, &argv);
+                    int rank, size;
+                    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+                    MPI_Comm_size(MPI_COMM_WORLD, &size);
+                    struct stat st;
+                    stat("/proc/self/ns/net", &st);
+                    unsigned long mine = st.st_ino, all[64];
+                    MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG, all, 1, MPI_UNSIGNED_LONG, MPI_COMM_WORLD);
+                    if (rank == 0) {
+                        int distinct = 0;
+                        for (int i = 0; i < size; i++) {
+                            int seen = 0;
+                            for (int j = 0; j < i; j++) seen |= all[j] == all[i];
+                            distinct += !seen;
+                        }
+                        printf("op,workers,bytes,median_us,bus_gbps\\n");
+                        printf("all-gather,%d,65536,1.0,%d.0\\n", size, distinct);
+                    }
+                    MPI_Finalize();
+                    return 0;
+                }
+                """);
+        CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "4k", "--ring-min-size", "64k",
+                "--ring-max-size", "64k", "--ring-workers", "2", "--repeats", "2", "--warm-up", "0.2",
+                "--namespaces", "2", "--heap", "512m", "--compare-mpi", mpi.toString(), "--out", tmp.toString());
+        assertEquals(0, run.exitCode(), run.err() + run.out());
+        List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
+        String all = String.join("\n", csv);
+        assertTrue(csv.contains("openmpi-tcp,allgather,2,65536,9.000,,1.5000,"), all);
+        assertTrue(csv.contains("openmpi-tcp,ns-allgather,2,65536,1.000,,2.0000,"), all);   // 2 namespaces
+        String md = Files.readString(tmp.resolve("benchmarks.md"));
+        assertTrue(md.contains("| all-gather bus bandwidth | Open MPI | reduce-scatter bus bandwidth | Open MPI |"),
+                md);
+        assertTrue(md.contains(" | 2.000 GB/s | "), md);
+    }
+
+    private static boolean onPath(String tool) {
+        String path = System.getenv("PATH");
+        return path != null && Arrays.stream(path.split(":")).anyMatch(d -> Files.isExecutable(Path.of(d, tool)));
+    }
+
+    @Test
     void refusesAnUnknownPathAndAMissingAnchor() {
         CliRun run = CliRun.of("bench", "transport", "--path", "sctp", "--out", tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());

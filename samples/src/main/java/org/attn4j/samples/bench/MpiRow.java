@@ -1,15 +1,17 @@
 package org.attn4j.samples.bench;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
+import org.attn4j.distributed.launch.NamespaceCluster;
 import org.attn4j.samples.UserInputException;
 
 /**
@@ -50,15 +52,90 @@ record MpiRow(String kind, int workers, long bytes, double medianUs, double busG
             InterruptedException {
         List<String> cmd = new ArrayList<>(List.of("bash", dir.resolve("run.sh").toString()));
         workers.forEach(p -> cmd.add(Integer.toString(p)));
+        Path output = Files.createTempFile("attn4j-mpi", ".csv");
+        try {
+            return results(cmd, output, null, log);
+        } finally {
+            Files.deleteIfExists(output);
+        }
+    }
+
+    /**
+     * Runs the anchor's program with one rank in each host of {@code cluster} (Open MPI over TCP between the
+     * namespaces, {@code mpirun} started in the first and reaching the others through {@code ip netns exec} as
+     * its remote shell), after {@link #run} has installed Open MPI. Each host has one slot, so Open MPI would spin
+     * while it waits; the ranks yield instead ({@code mpi_yield_when_idle}), as they do on one machine with more
+     * ranks than cores and as attn4j's workers across the namespaces do.
+     *
+     * @return the rows under their kinds prefixed by {@code ns-}
+     * @throws UserInputException in one line when Open MPI fails or prints nothing usable
+     */
+    static List<MpiRow> acrossNamespaces(Path dir, NamespaceCluster cluster, PrintWriter log) throws IOException,
+            InterruptedException {
+        Path work = Files.createTempDirectory("attn4j-mpi-ns");
+        try {
+            Path program = work.resolve("colls");
+            List<String> build = List.of("mpicc", "-O2", "-o", program.toString(), dir.resolve("colls.c").toString());
+            Process cc = new ProcessBuilder(build).redirectErrorStream(true).start();
+            String ccOut = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+            if (cc.waitFor() != 0) {
+                throw new UserInputException("--compare-mpi: " + String.join(" ", build) + " failed: "
+                        + ccOut.lines().findFirst().orElse("no output"));
+            }
+            StringBuilder hosts = new StringBuilder();
+            StringBuilder agent = new StringBuilder("#!/bin/sh\n"
+                    + "# mpirun's remote shell: runs the command in the network namespace of the host named\n"
+                    + "while [ \"${1#-}\" != \"$1\" ]; do shift; done\n"
+                    + "host=$1; shift\ncase \"$host\" in\n");
+            for (int i = 0; i < cluster.hosts(); i++) {
+                hosts.append(cluster.address(i)).append(" slots=1\n");
+                agent.append("  ").append(cluster.address(i)).append(") ns=").append(cluster.namespace(i))
+                        .append(" ;;\n");
+            }
+            agent.append("  *) echo \"no namespace for host $host\" >&2; exit 1 ;;\nesac\n"
+                    + "exec ip netns exec \"$ns\" /bin/sh -c \"$*\"\n");
+            Path hostfile = Files.writeString(work.resolve("hosts"), hosts);
+            Path shell = Files.writeString(work.resolve("netns-rsh"), agent);
+            Files.setPosixFilePermissions(shell, PosixFilePermissions.fromString("rwx------"));
+            List<String> cmd = new ArrayList<>(cluster.prefix(0));
+            cmd.addAll(List.of("mpirun", "--allow-run-as-root", "-np", Integer.toString(cluster.hosts()),
+                    "--hostfile", hostfile.toString(), "--mca", "plm_rsh_agent", shell.toString(), "--bind-to", "none",
+                    "--mca", "mpi_yield_when_idle", "1", "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
+                    "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0",
+                    program.toString()));
+            List<MpiRow> rows = new ArrayList<>();
+            for (MpiRow r : results(cmd, work.resolve("mpirun.csv"), work.resolve("mpirun.log"), log)) {
+                rows.add(new MpiRow("ns-" + r.kind(), r.workers(), r.bytes(), r.medianUs(), r.busGbps()));
+            }
+            return rows;
+        } finally {
+            try (var files = Files.list(work)) {
+                for (Path f : files.collect(Collectors.toList())) {
+                    Files.deleteIfExists(f);
+                }
+            }
+            Files.deleteIfExists(work);
+        }
+    }
+
+    /**
+     * Runs {@code cmd} for at most {@value #TIMEOUT_MINUTES} minutes, its output to {@code output} and its
+     * stderr to {@code errors} (or discarded), and parses the output.
+     */
+    private static List<MpiRow> results(List<String> cmd, Path output, Path errors, PrintWriter log)
+            throws IOException, InterruptedException {
         log.println("running Open MPI's collectives: " + String.join(" ", cmd));
         log.flush();
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(false)
-                .redirectError(ProcessBuilder.Redirect.DISCARD).start();
-        List<String> lines;
-        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            lines = r.lines().collect(Collectors.toList());
+        Process p = new ProcessBuilder(cmd).redirectOutput(output.toFile()).redirectError(errors == null
+                ? ProcessBuilder.Redirect.DISCARD : ProcessBuilder.Redirect.to(errors.toFile())).start();
+        if (!p.waitFor(TIMEOUT_MINUTES, TimeUnit.MINUTES)) {
+            p.descendants().forEach(ProcessHandle::destroyForcibly);
+            p.destroyForcibly();
+            throw new UserInputException("--compare-mpi: " + String.join(" ", cmd) + " ran past " + TIMEOUT_MINUTES
+                    + " minutes");
         }
-        int exit = p.waitFor();
+        List<String> lines = Files.readAllLines(output, StandardCharsets.UTF_8);
+        int exit = p.exitValue();
         List<MpiRow> rows = new ArrayList<>();
         for (String line : lines) {
             try {
@@ -71,9 +148,14 @@ record MpiRow(String kind, int workers, long bytes, double medianUs, double busG
             }
         }
         if (exit != 0 || rows.isEmpty()) {
+            String why = errors == null || !Files.isRegularFile(errors) ? ""
+                    : Files.readAllLines(errors, StandardCharsets.UTF_8).stream().filter(l -> !l.isBlank()).findFirst()
+                    .map(l -> ": " + l.strip()).orElse("");
             throw new UserInputException("--compare-mpi: " + String.join(" ", cmd) + " exited with " + exit
-                    + " and printed " + rows.size() + " results");
+                    + " and printed " + rows.size() + " results" + why);
         }
         return rows;
     }
+
+    private static final int TIMEOUT_MINUTES = 20;
 }

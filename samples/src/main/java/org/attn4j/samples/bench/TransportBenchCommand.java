@@ -100,7 +100,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Option(names = "--compare-mpi", paramLabel = "DIR",
             description = "Also run Open MPI's collectives from DIR/run.sh (the anchor in "
-                    + "../shared/anchors/mpi-collectives) right after, and put its figures beside these.")
+                    + "../shared/anchors/mpi-collectives) right after, and with --namespaces its program across the "
+                    + "namespaces too (one rank each, over TCP), and put its figures beside these.")
     Path compareMpi;
 
     @Option(names = "--namespaces", paramLabel = "HOSTS", defaultValue = "0",
@@ -190,11 +191,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
         for (int p : ringWorkers) {
             rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
         }
+        List<MpiRow> mpi = new ArrayList<>(compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
+                spec.commandLine().getOut()));
         if (namespaces > 0) {
-            rows.addAll(acrossNamespaces(sizes(ringMin, ringMax, 4)));
+            rows.addAll(acrossNamespaces(sizes(ringMin, ringMax, 4), mpi));
         }
-        List<MpiRow> mpi = compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
-                spec.commandLine().getOut());
         writeCsv(out.resolve(CSV), rows, mpi);
         writeChart(out.resolve(PNG), rows);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
@@ -237,12 +238,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     /**
-     * The ring collectives across {@link #namespaces} network namespaces on a bridge (one worker each, UDP between
-     * them, no rate limit), as rows of kind {@code ns-allgather} / {@code ns-reducescatter}, then iperf3's TCP
-     * throughput from the first namespace to the second ({@code iperf3}, GB/s in the bandwidth column), if
-     * iperf3 is installed.
+     * The ring collectives across {@link #namespaces} network namespaces on a bridge (one worker each, TCP or UDP
+     * between them, no rate limit), as rows of kind {@code ns-allgather} / {@code ns-reducescatter}, then iperf3's
+     * TCP throughput ({@code iperf3} from the first namespace to the second, {@code iperf3-ring} per link of the
+     * ring; GB/s in the bandwidth column) if iperf3 is installed, then, with {@code --compare-mpi}, Open MPI's
+     * collectives across the same namespaces, added to {@code mpi}.
      */
-    private List<Row> acrossNamespaces(List<Long> sizes) throws IOException, InterruptedException {
+    private List<Row> acrossNamespaces(List<Long> sizes, List<MpiRow> mpi) throws IOException, InterruptedException {
         PrintWriter log = spec.commandLine().getOut();
         List<Row> rows = new CopyOnWriteArrayList<>();
         List<String> tail = new CopyOnWriteArrayList<>();
@@ -282,6 +284,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
             } else {
                 rows.add(new Row("iperf3", 2, 0, Double.NaN, iperf.get(0), Double.NaN, Double.NaN));
                 rows.add(new Row("iperf3-ring", namespaces, 0, Double.NaN, iperf.get(1), Double.NaN, Double.NaN));
+            }
+            if (compareMpi != null) {
+                mpi.addAll(MpiRow.acrossNamespaces(compareMpi, cluster, log));
             }
         }
         log.flush();
@@ -525,6 +530,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (rows.stream().anyMatch(r -> r.kind().startsWith("ns-"))) {
             Optional<Row> iperf = rows.stream().filter(r -> r.kind().equals("iperf3")).findFirst();
             Optional<Row> ring = rows.stream().filter(r -> r.kind().equals("iperf3-ring")).findFirst();
+            boolean nsMpi = mpi.stream().anyMatch(x -> x.kind().startsWith("ns-"));
             b.append("\nAcross ").append(namespaces).append(" network namespaces on a bridge (one worker each, ")
                     .append(network.equals("udp") ? "UDP between them through a media driver each" : "TCP between them")
                     .append(", veth links of MTU ").append(linkMtu > 0 ? linkMtu : 1500)
@@ -534,22 +540,48 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     .append(iperf.map(r -> String.format(Locale.ROOT, "; iperf3 (TCP, 3 s) from the first to the "
                             + "second alone: %.3f GB/s", r.gbps())).orElse(""))
                     .append(ring.map(r -> String.format(Locale.ROOT, ", and per link with every link of the ring "
-                            + "sending at once: %.3f GB/s", r.gbps())).orElse("")).append(":\n\n")
-                    .append("| workers | size | all-gather bus bandwidth | reduce-scatter bus bandwidth |"
+                            + "sending at once: %.3f GB/s", r.gbps())).orElse(""))
+                    .append(nsMpi ? "; Open MPI's columns: the anchor's program with one rank in each namespace, over "
+                            + "TCP (`--mca btl tcp,self`), its ranks yielding while they wait (`mpi_yield_when_idle`) "
+                            + "as on one machine with more ranks than cores" : "").append(":\n\n")
+                    .append("| workers | size | all-gather bus bandwidth |" + (nsMpi ? " Open MPI |" : "")
+                            + " reduce-scatter bus bandwidth |" + (nsMpi ? " Open MPI |" : "")
                             + (iperf.isPresent() ? " all-gather / iperf3 alone | all-gather / iperf3 ring |" : "")
                             + (ring.isPresent() ? " reduce-scatter / iperf3 ring |" : "")
-                            + "\n|---:|---:|---:|---:|" + (iperf.isPresent() ? "---:|---:|" : "")
-                            + (ring.isPresent() ? "---:|" : "") + "\n");
+                            + (nsMpi && ring.isPresent() ? " Open MPI / iperf3 ring (all-gather, reduce-scatter) |"
+                            : "")
+                            + "\n|---:|---:|---:|" + (nsMpi ? "---:|" : "") + "---:|" + (nsMpi ? "---:|" : "")
+                            + (iperf.isPresent() ? "---:|---:|" : "") + (ring.isPresent() ? "---:|" : "")
+                            + (nsMpi && ring.isPresent() ? "---:|" : "") + "\n");
             for (Row r : rows) {
                 if (r.kind().equals("ns-allgather")) {
                     Optional<Row> rs = rows.stream().filter(x -> x.kind().equals("ns-reducescatter")
                             && x.bytes() == r.bytes()).findFirst();
-                    b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s | %s |", r.workers(), size(r.bytes()),
-                            r.busGbps(), rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("")));
+                    Optional<MpiRow> mpiGather = mpiRow(mpi, "ns-allgather", r.workers(), r.bytes());
+                    Optional<MpiRow> mpiScatter = mpiRow(mpi, "ns-reducescatter", r.workers(), r.bytes());
+                    b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s |", r.workers(), size(r.bytes()),
+                            r.busGbps()));
+                    if (nsMpi) {
+                        b.append(' ').append(mpiGather.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps()))
+                                .orElse("")).append(" |");
+                    }
+                    b.append(' ').append(rs.map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse(""))
+                            .append(" |");
+                    if (nsMpi) {
+                        b.append(' ').append(mpiScatter.map(x -> String.format(Locale.ROOT, "%.3f GB/s",
+                                x.busGbps())).orElse("")).append(" |");
+                    }
                     iperf.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
                     ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f |", r.busGbps() / i.gbps())));
                     ring.ifPresent(i -> b.append(rs.map(x -> String.format(Locale.ROOT, " %.2f |",
                             x.busGbps() / i.gbps())).orElse(" |")));
+                    if (nsMpi) {
+                        ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %s, %s |",
+                                mpiGather.map(x -> String.format(Locale.ROOT, "%.2f", x.busGbps() / i.gbps()))
+                                        .orElse("-"),
+                                mpiScatter.map(x -> String.format(Locale.ROOT, "%.2f", x.busGbps() / i.gbps()))
+                                        .orElse("-"))));
+                    }
                     b.append('\n');
                 }
             }
@@ -568,9 +600,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     private static String mpiBus(List<MpiRow> mpi, String kind, int workers, long bytes) {
+        return mpiRow(mpi, kind, workers, bytes).map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps()))
+                .orElse("");
+    }
+
+    private static Optional<MpiRow> mpiRow(List<MpiRow> mpi, String kind, int workers, long bytes) {
         // Open MPI's sizes are powers of two; ours are rounded down to a multiple of P floats.
         return mpi.stream().filter(x -> x.kind().equals(kind) && x.workers() == workers
-                        && Math.abs(x.bytes() - bytes) <= 4L * workers).findFirst()
-                .map(x -> String.format(Locale.ROOT, "%.3f GB/s", x.busGbps())).orElse("");
+                && Math.abs(x.bytes() - bytes) <= 4L * workers).findFirst();
     }
 }
