@@ -33,7 +33,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * transport timeout, naming that member instead of {@code X}.
  *
  * <pre>
- *   notice: LONG [2] = {failed rank, 0 = failed | 1 = timed out}, tag {@link CollectiveTags#NOTICE_TAG}
+ *   notice: LONG [2] = {failed rank, 0 = failed | 1 = timed out | 2 = lost its media driver},
+ *           tag {@link CollectiveTags#NOTICE_TAG}
  * </pre>
  *
  * A notice receive that times out is posted again; one that fails because the peer left is dropped (a rank that
@@ -45,6 +46,8 @@ final class FailureNotices {
 
     private static final long FAILED = 0;
     private static final long TIMED_OUT = 1;
+    /** The rank named lost its media driver: alive, but cut off from its host's ranks. */
+    private static final long DRIVER_LOST = 2;
     /** A notice that this rank timed out waits the timeout divided by this for this rank's own finding. */
     private static final long SELF_NOTICE_DELAY_DIVISOR = 4;
     /** By transport identity; an entry goes when its transport closes. */
@@ -98,7 +101,8 @@ final class FailureNotices {
             if (e == null) {
                 long[] v = notice.toLongVector();
                 PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1, "rank " + peer
-                        + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out" : " failed"));
+                        + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out"
+                        : v[1] == DRIVER_LOST ? " lost its media driver" : " failed"));
                 if (v[0] == transport.rank() && v[1] == TIMED_OUT) {
                     // This rank is alive: it stopped answering because it waits on another. Its own transport fails
                     // a silent peer within a heartbeat of the timeout, so the notice waits a quarter of the timeout
@@ -135,7 +139,11 @@ final class FailureNotices {
         Throwable cause = unwrap(failure);
         int failed;
         long kind;
-        if (cause instanceof PeerFailedException f) {
+        if (cause instanceof PeerFailedException f && f.driverLost()) {
+            // This rank, not the peer it waited on, is cut off: that is what the others hear.
+            failed = transport.rank();
+            kind = DRIVER_LOST;
+        } else if (cause instanceof PeerFailedException f) {
             failed = f.peer();
             kind = FAILED;
         } else if (cause instanceof PeerTimeoutException t) {
@@ -156,7 +164,8 @@ final class FailureNotices {
         }
         // After the sends, as for the failing call itself: a worker that exits on the exception has spread the news.
         PeerFailedException here = new PeerFailedException(transport.rank(), failed, -1, "this rank's " + call
-                + (kind == TIMED_OUT ? " timed out waiting for rank " : " saw the failure of rank ") + failed);
+                + (kind == TIMED_OUT ? " timed out waiting for rank " + failed : kind == DRIVER_LOST
+                ? " failed: this rank lost its media driver" : " saw the failure of rank " + failed));
         return CompletableFuture.allOf(sent.toArray(new CompletableFuture<?>[0]))
                 .thenRun(() -> failAll(here, origin));
     }

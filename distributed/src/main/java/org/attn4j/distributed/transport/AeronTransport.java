@@ -649,6 +649,16 @@ public final class AeronTransport implements Transport {
     }
 
     /**
+     * Whether this process runs the media driver its host's ranks share (the first rank of the job to start on
+     * the host launches it). When this process ends, that driver ends with it, and with it every same-host rank's
+     * IPC: those ranks fail as having lost their media driver.
+     */
+    public boolean hostsMediaDriver() {
+        HostDriver d = hostDriver;
+        return d != null && d.owned();
+    }
+
+    /**
      * Whether the media driver showed a heartbeat within the last second. A stalled send over Aeron asks before
      * blaming its peer: with the driver gone (it lives in another rank's process when ranks share a host) no
      * publication moves, whichever peer it goes to. Any thread; maps the driver's control file, so only for such
@@ -666,7 +676,7 @@ public final class AeronTransport implements Transport {
     void driverLost() {
         for (int p = 0; p < worldSize(); p++) {
             if (p != rank()) {
-                failPeer(p, "rank " + rank() + " lost its media driver");
+                failPeer(p, PeerFailedException.driverLostReason(rank()));
             }
         }
     }

@@ -17,8 +17,8 @@ public class PeerFailedException extends TransportException {
      * @param reason how the failure was noticed
      */
     public PeerFailedException(int rank, int peer, int tag, String reason) {
-        super("rank " + rank + ": peer rank " + peer + " failed" + (tag >= 0 ? " (tag " + tag + ")" : "") + ": "
-                + reason);
+        super("rank " + rank + ": peer rank " + peer + (driverLostReason(rank).equals(reason) ? " unreachable"
+                : " failed") + (tag >= 0 ? " (tag " + tag + ")" : "") + ": " + reason);
         this.rank = rank;
         this.peer = peer;
         this.tag = tag;
@@ -28,6 +28,19 @@ public class PeerFailedException extends TransportException {
     /** The reason a transport records when {@code peer} closed its transport on purpose (said goodbye). */
     public static String closedReason(int peer) {
         return "rank " + peer + CLOSED;
+    }
+
+    /**
+     * The reason a transport records for every peer when it lost its media driver (the host's shared driver ran
+     * in another rank's process, which ended): the peers may be alive, but no message reaches them.
+     */
+    public static String driverLostReason(int rank) {
+        return "rank " + rank + " lost its media driver";
+    }
+
+    /** Whether this rank, not the peer, failed: it lost its media driver ({@link #driverLostReason}). */
+    public boolean driverLost() {
+        return driverLostReason(rank).equals(reason);
     }
 
     /**

@@ -3,8 +3,10 @@ package org.attn4j.distributed.collective;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import org.attn4j.distributed.launch.WorkerEnvironment;
 import org.attn4j.distributed.transport.AeronTransport;
 import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
@@ -17,6 +19,12 @@ import org.nd4j.linalg.factory.Nd4j;
  *   <li>{@code die DEAD}: a barrier, then a 16 MB all-gather in which rank DEAD halts (exit code 3) right after
  *       posting its send; every other rank prints {@code FAILED rank R: message} and exits 2 (0 if it somehow
  *       succeeded).</li>
+ *   <li>{@code die host-driver}: as {@code die}, the rank that runs the host's shared media driver halting (it
+ *       prints {@code rank R halts now}); exits 4 everywhere if no rank runs one.</li>
+ *   <li>{@code lose-driver}: rank 1 starts its transport first (the others 2 s later), so it runs the host's
+ *       shared media driver (exit 4 everywhere if not); after a barrier every other rank waits to receive from
+ *       rank 1, sending nothing, and rank 1 halts instead (exit code 3). The others print
+ *       {@code FAILED rank R: message} and exit 2.</li>
  * </ul>
  */
 public final class CollectiveWorker {
@@ -26,11 +34,15 @@ public final class CollectiveWorker {
 
     /** Entry point; see the class comment. */
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("lose-driver") && !"1".equals(System.getenv(WorkerEnvironment.RANK))) {
+            Thread.sleep(2000);                            // rank 1 gets to the host driver first and launches it
+        }
         int code;
         try (AeronTransport t = AeronTransport.fromEnvironment()) {
             code = switch (args[0]) {
                 case "checks" -> checks(t, Path.of(args[1]));
-                case "die" -> die(t, Integer.parseInt(args[1]));
+                case "lose-driver" -> loseDriver(t);
+                case "die" -> die(t, args[1].equals("host-driver") ? driverHost(t) : Integer.parseInt(args[1]));
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
             };
         }
@@ -56,6 +68,43 @@ public final class CollectiveWorker {
             System.out.println("VERDICT rank " + t.rank() + " FAIL after " + n + " checks: " + e);
             e.printStackTrace(System.out);
             return 1;
+        }
+    }
+
+    /** The rank that runs the host's shared media driver, agreed by every rank; exits 4 when none does. */
+    private static int driverHost(AeronTransport t) {
+        INDArray mine = Nd4j.createFromArray(new int[] {t.hostsMediaDriver() ? t.rank() : -1});
+        int host = -1;
+        for (INDArray x : Communicator.world(t).allGather(mine)) {
+            host = Math.max(host, x.getInt(0));
+        }
+        if (host < 0) {
+            System.out.println("no rank runs a shared media driver");
+            System.out.flush();
+            System.exit(4);
+        }
+        return host;
+    }
+
+    private static int loseDriver(AeronTransport t) {
+        if (driverHost(t) != 1) {
+            System.out.println("rank 1 does not run the host driver");
+            return 4;
+        }
+        Communicator c = Communicator.world(t);
+        c.barrier();
+        if (t.rank() == 1) {
+            System.out.println("rank 1 halts now");
+            System.out.flush();
+            Runtime.getRuntime().halt(3);
+        }
+        try {
+            c.sendRecvAsync(Communicator.NONE, null, 1).join();
+            System.out.println("rank " + t.rank() + ": received from rank 1 after it halted");
+            return 0;
+        } catch (CollectiveException e) {
+            System.out.println("FAILED rank " + t.rank() + ": " + e.getMessage());
+            return 2;
         }
     }
 

@@ -81,6 +81,72 @@ class CommunicatorProcessTest {
         }
     }
 
+    @Test
+    void whenTheRankRunningTheHostDriverDiesTheOthersSaySoAndBlameNoLiveRank() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse("0".equals(System.getenv("ATTN4J_TRANSPORT_IPC")),
+                "without IPC every rank runs a driver of its own");
+        Set<Path> before = aeronDirectories();
+        LaunchResult r = workers(4, "die", "host-driver").env("ATTN4J_TIMEOUT_MS", "5000")
+                .stopGrace(Duration.ofSeconds(10)).build().run();
+        removeCrashedDrivers(before);
+        int dead = -1;
+        for (int rank = 0; rank < 4; rank++) {
+            if (out.contains("[rank " + rank + "] rank " + rank + " halts now")) {
+                dead = rank;
+            }
+        }
+        assertTrue(dead >= 0, "no rank ran the host driver and halted\n" + output());
+        assertEquals(3, r.exitCodes()[dead], r + "\n" + output());
+        for (int rank = 0; rank < 4; rank++) {
+            if (rank == dead) {
+                continue;
+            }
+            int rk = rank;
+            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
+            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
+                    + output());
+            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
+                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
+                            + output()));
+            // With the driver gone, no same-host publication moves: a rank names the dead rank or its lost driver,
+            // and never says that a live peer, silent with it, failed.
+            for (int live = 0; live < 4; live++) {
+                if (live != dead && live != rank) {
+                    assertFalse(line.contains("peer rank " + live + " failed"), "blames live rank " + live + ": "
+                            + line);
+                }
+            }
+            assertTrue(line.contains("peer rank " + dead + " failed")
+                    || line.contains("unreachable (tag") && line.contains("rank " + rank + " lost its media driver"),
+                    line);
+        }
+    }
+
+    @Test
+    void aRankWaitingOnlyToReceiveBlamesItsLostDriverNotTheFirstSilentPeer() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse("0".equals(System.getenv("ATTN4J_TRANSPORT_IPC")),
+                "without IPC every rank runs a driver of its own");
+        Set<Path> before = aeronDirectories();
+        LaunchResult r = workers(4, "lose-driver").env("ATTN4J_TIMEOUT_MS", "5000")
+                .stopGrace(Duration.ofSeconds(10)).build().run();
+        removeCrashedDrivers(before);
+        assertEquals(3, r.exitCodes()[1], r + "\n" + output());
+        for (int rank : new int[] {0, 2, 3}) {
+            int rk = rank;
+            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
+            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
+                    + output());
+            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
+                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
+                            + output()));
+            // No send of theirs stalls: only the silence of every peer at once tells them. Ranks 2 and 3 would
+            // otherwise blame rank 0, the first silent peer they look at, alive and waiting like them.
+            assertTrue(line.contains("rank " + rank + " lost its media driver"), line);
+            assertFalse(line.contains("peer rank 0 failed") || line.contains("peer rank 2 failed")
+                    || line.contains("peer rank 3 failed"), line);
+        }
+    }
+
     /** The embedded media drivers' directories ({@code /dev/shm/attn4j-JOB-rankR-PID}). */
     private static Set<Path> aeronDirectories() throws IOException {
         Path shm = Path.of("/dev/shm");
