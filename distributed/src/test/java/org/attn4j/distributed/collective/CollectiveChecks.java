@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.locks.LockSupport;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -120,6 +121,42 @@ enum CollectiveChecks {
             IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
                     () -> c.allGatherAsync(input(me, type, 2, 3), Nd4j.create(type, 2 * p + 1, 3)));
             assertTrue(e.getMessage().contains("expected an output of " + 6 * p + " " + type), e.getMessage());
+        }
+    },
+
+    /**
+     * Sliced all-gather and reduce-scatter with member 0 starting late: every slice its predecessor sends it is
+     * there before it posts its receives, and it must still send its own block first and forward those after,
+     * in order (the ring forwards a slice on the thread it arrived on, here the thread that posts the receive).
+     */
+    LATE_MEMBER {
+        @Override
+        void run(Transport t, DataType type, Path scratch) {
+            int p = t.worldSize();
+            int me = t.rank();
+            long rows = 40;
+            long slice = 16 << 10;
+            Communicator c = Communicator.world(t);
+            if (me == 0) {
+                LockSupport.parkNanos(150_000_000L);
+            }
+            INDArray out = Nd4j.create(type, rows * p, 1024);
+            c.allGatherAsync(input(me, type, rows, 1024), out, slice).join();
+            for (int j = 0; j < p; j++) {
+                assertClose(input(j, type, rows, 1024), out.get(NDArrayIndex.interval(rows * j, rows * j + rows),
+                        NDArrayIndex.all()), type, "block " + j);
+            }
+            if (me == 0) {
+                LockSupport.parkNanos(150_000_000L);
+            }
+            INDArray mine = Nd4j.create(type, rows, 1024);
+            c.reduceScatterAsync(input(me, type, rows * p, 1024), mine, slice).join();
+            INDArray sum = Nd4j.zeros(DataType.DOUBLE, rows, 1024);
+            for (int q = 0; q < p; q++) {
+                sum.addi(input(q, type, rows * p, 1024).get(NDArrayIndex.interval(rows * me, rows * me + rows),
+                        NDArrayIndex.all()).castTo(DataType.DOUBLE));
+            }
+            assertClose(sum, mine, type, "reduced block");
         }
     },
 
