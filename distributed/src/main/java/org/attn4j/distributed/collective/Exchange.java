@@ -18,9 +18,7 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * One call of a collective: its tags, the sends it posted, its byte count, and its result, which fails at the
  * first failed send or receive (so a dead peer surfaces at once, not after the rest of the schedule) or when
  * another member reports a failure ({@link FailureNotices}). Continuations after a receive (the schedule's
- * next step, the reduction) run on the communicator's executor, not on the transport's completion threads; the
- * one exception is a ring forwarding a slice it received, which posts that send on the thread the slice arrived
- * on ({@link #receiveIntoHere}).
+ * next step, the reduction) run on the communicator's executor, not on the transport's completion threads.
  *
  * @param <T> the result type
  */
@@ -128,7 +126,11 @@ final class Exchange<T> {
      * executor too (not run by the caller).
      */
     private CompletableFuture<INDArray> tracked(CompletableFuture<INDArray> f) {
-        failsCall(f);
+        f.whenComplete((v, e) -> {
+            if (e != null) {
+                fail(e);
+            }
+        });
         return f.isDone() ? f.thenApplyAsync(Function.identity(), executor) : f;
     }
 
@@ -142,43 +144,6 @@ final class Exchange<T> {
         }
         return tracked(transport.receiveSum(group.rank(index), CollectiveTags.tag(channel, call, phase), into, addend,
                 executor));
-    }
-
-    /**
-     * As {@link #receiveInto}, but completing on the thread that completes the transport's receive (usually the
-     * one that polls the network), for continuations that only post sends ({@link RingSlices} forwarding a slice
-     * the moment it arrives, with no hand-off to the executor first); hand anything else over with
-     * {@link #onExecutor}.
-     */
-    CompletableFuture<INDArray> receiveIntoHere(int index, int phase, INDArray into) {
-        if (result.isDone()) {
-            return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
-        }
-        return failsCall(transport.receive(group.rank(index), CollectiveTags.tag(channel, call, phase), into,
-                Runnable::run));
-    }
-
-    /** As {@link #receiveSum}, completing where {@link #receiveIntoHere} does. */
-    CompletableFuture<INDArray> receiveSumHere(int index, int phase, INDArray into, INDArray addend) {
-        if (result.isDone()) {
-            return CompletableFuture.failedFuture(new IllegalStateException(description + " already failed"));
-        }
-        return failsCall(transport.receiveSum(group.rank(index), CollectiveTags.tag(channel, call, phase), into,
-                addend, Runnable::run));
-    }
-
-    /** {@code f}, completing on this call's executor. */
-    <V> CompletableFuture<V> onExecutor(CompletableFuture<V> f) {
-        return f.thenApplyAsync(Function.identity(), executor);
-    }
-
-    private CompletableFuture<INDArray> failsCall(CompletableFuture<INDArray> f) {
-        f.whenComplete((v, e) -> {
-            if (e != null) {
-                fail(e);
-            }
-        });
-        return f;
     }
 
     /** Receives a tuple of {@code count} arrays, posting each receive after the previous one completed. */

@@ -14,12 +14,11 @@ import org.nd4j.linalg.indexing.NDArrayIndex;
  * ring rotation of a block into the caller's buffer, in slices. Each block is cut into slices of at most
  * {@link #SLICE_BYTES}, and the steps overlap slice by slice: a member forwards (or adds to and forwards) slice
  * {@code k} of a step as soon as it has arrived, while the later slices of that step are still on the way, as
- * Gloo's and NCCL's rings do; the forward is posted on the thread that received the slice (the transport's
- * progress thread), with no hand-off to another thread in between ({@link Forwarder}). Every receive of the call
- * is posted at the start, each into its place in the output (or in a scratch block for a reduce-scatter's partial
- * sums, where the transport adds this member's share as it reads the message: {@code Transport.receiveSum}), so
- * the transport writes the elements straight where they belong; a member's sends to its successor leave in
- * (step, slice) order, the order in which the successor's receives match them.
+ * Gloo's and NCCL's rings do. Every receive of the call is posted at the start, each
+ * into its place in the output (or in a scratch block for a reduce-scatter's partial sums, where the transport
+ * adds this member's share as it reads the message: {@code Transport.receiveSum}), so the transport writes the
+ * elements straight where they belong; a member's sends to its successor leave in (step, slice) order,
+ * the order in which the successor's receives match them.
  *
  * <pre>
  *   all-gather, step s = 0 .. P-2:      member i sends block i-s to i+1, receives block i-s-1 from i-1
@@ -99,20 +98,31 @@ final class RingSlices {
             return CompletableFuture.completedFuture(null);
         }
         int k = sliceCount(n, flat.dataType().width(), sliceBytes);
-        Forwarder forward = new Forwarder(ex, g.next(), phase, (p - 2) * k);
-        List<CompletableFuture<?>> all = new ArrayList<>();
+        List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
         for (int s = 0; s < p - 1; s++) {
             INDArray block = block(flat, Math.floorMod(i - s - 1, p), n);
+            List<CompletableFuture<INDArray>> step = new ArrayList<>();
             for (int j = 0; j < k; j++) {
-                CompletableFuture<INDArray> r = ex.receiveIntoHere(g.previous(), phase, slice(block, n, k, j));
-                all.add(s < p - 2 ? forward.onArrival(r, s * k + j) : r);
+                step.add(ex.receiveInto(g.previous(), phase, slice(block, n, k, j)));
             }
+            received.add(step);
         }
         for (int j = 0; j < k; j++) {
             ex.send(g.next(), phase, slice(mine, n, k, j));
         }
-        forward.open();
-        return ex.onExecutor(CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])));
+        CompletableFuture<Void> forwarded = CompletableFuture.completedFuture(null);
+        for (int s = 0; s < p - 2; s++) {
+            for (int j = 0; j < k; j++) {
+                forwarded = forwarded.thenCombine(received.get(s).get(j), (v, slice) -> {
+                    ex.send(g.next(), phase, slice);
+                    return null;
+                });
+            }
+        }
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        received.forEach(all::addAll);
+        all.add(forwarded);
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
     }
 
     /**
@@ -187,87 +197,36 @@ final class RingSlices {
         int k = sliceCount(n, partial[0].dataType().width(), sliceBytes);
         // Each receive adds this member's share of its block to the partial sum that arrives, as the transport
         // reads it (Transport.receiveSum), so the sum lands in place in one pass.
-        Forwarder forward = new Forwarder(ex, g.next(), phase, (p - 2) * k);
-        List<CompletableFuture<?>> all = new ArrayList<>();
+        List<List<CompletableFuture<INDArray>>> received = new ArrayList<>();
         for (int s = 0; s < p - 1; s++) {
             INDArray local = block(flat, Math.floorMod(i - s - 2, p), n);
+            List<CompletableFuture<INDArray>> step = new ArrayList<>();
             for (int j = 0; j < k; j++) {
-                CompletableFuture<INDArray> r = ex.receiveSumHere(g.previous(), phase, slice(partial[s], n, k, j),
-                        slice(local, n, k, j));
-                all.add(s < p - 2 ? forward.onArrival(r, s * k + j) : r);
+                step.add(ex.receiveSum(g.previous(), phase, slice(partial[s], n, k, j), slice(local, n, k, j)));
             }
+            received.add(step);
         }
         INDArray first = block(flat, Math.floorMod(i - 1, p), n);
         for (int j = 0; j < k; j++) {
             ex.send(g.next(), phase, slice(first, n, k, j));
         }
-        forward.open();
-        return ex.onExecutor(CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])));
-    }
-
-    /**
-     * Forwards a ring's received slices to the successor in the order they were sent, each the moment it has
-     * arrived, on the thread that completed its receive (the transport's progress thread): no hand-off to the
-     * communicator's executor, whose thread may wait for a core for milliseconds on a loaded machine while the
-     * link runs dry. It opens once this member's own first sends are posted, so that the forwarded slices follow
-     * them in the order the successor's receives match; a slice that arrived before is forwarded then.
-     */
-    private static final class Forwarder {
-        private final Exchange<?> ex;
-        private final int to;
-        private final int phase;
-        private final INDArray[] arrived;
-        private int next;
-        private boolean open;
-        /** Set while {@link #drain} posts sends: a send can complete a receive on this thread (see drain). */
-        private boolean draining;
-
-        Forwarder(Exchange<?> ex, int to, int phase, int slices) {
-            this.ex = ex;
-            this.to = to;
-            this.phase = phase;
-            this.arrived = new INDArray[slices];
-        }
-
-        /** {@code received}, which forwards its slice (number {@code index} in sending order) before completing. */
-        CompletableFuture<INDArray> onArrival(CompletableFuture<INDArray> received, int index) {
-            return received.thenApply(slice -> {
-                arrived(index, slice);
-                return slice;
-            });
-        }
-
-        synchronized void open() {
-            open = true;
-            drain();
-        }
-
-        private synchronized void arrived(int index, INDArray slice) {
-            arrived[index] = slice;
-            drain();
-        }
-
-        /**
-         * Posts the sends of the slices that have arrived, in order, up to the first still missing. A send may
-         * complete another receive of this ring on this very thread (an in-process transport delivers on the
-         * sender's thread, and the message can come round the ring), which then only records its slice: the
-         * loop here sends it in its turn.
-         */
-        private void drain() {
-            if (draining) {
-                return;
-            }
-            draining = true;
-            try {
-                while (open && next < arrived.length && arrived[next] != null) {
-                    INDArray slice = arrived[next];
-                    arrived[next++] = null;
-                    ex.send(to, phase, slice);
+        CompletableFuture<Void> forwarded = CompletableFuture.completedFuture(null);
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        for (int s = 0; s < p - 1; s++) {
+            for (int j = 0; j < k; j++) {
+                CompletableFuture<INDArray> summed = received.get(s).get(j);
+                if (s < p - 2) {
+                    forwarded = forwarded.thenCombine(summed, (v, x) -> {
+                        ex.send(g.next(), phase, x);
+                        return null;
+                    });
+                } else {
+                    all.add(summed);
                 }
-            } finally {
-                draining = false;
             }
         }
+        all.add(forwarded);
+        return CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
     }
 
     /** Slices of a block of {@code n} elements of {@code width} bytes: at most {@code sliceBytes} each, at least one. */

@@ -80,9 +80,7 @@ public interface Transport extends AutoCloseable {
      * As {@link #send(int, int, INDArray)}, the future completing on {@code completion} (or already complete
      * when it returns): for callers whose continuations run on an executor of their own, one thread hand-off
      * fewer than through the transport's completion thread. {@code completion} must hand each task to another
-     * thread (it may be called from the thread that polls the network), unless every continuation attached is
-     * short and never blocks, such as posting a send: a ring forwarding a slice the moment it arrives passes a
-     * direct executor ({@code Runnable::run}) and hands everything else to its own.
+     * thread (it may be called from the thread that polls the network).
      */
     default CompletableFuture<Void> send(int peer, int tag, INDArray array, Executor completion) {
         return TransportThreads.handOff(send(peer, tag, array), completion);

@@ -127,7 +127,7 @@ enum CollectiveChecks {
     /**
      * Sliced all-gather and reduce-scatter with member 0 starting late: every slice its predecessor sends it is
      * there before it posts its receives, and it must still send its own block first and forward those after,
-     * in order (the ring forwards a slice on the thread it arrived on, here the thread that posts the receive).
+     * in order.
      */
     LATE_MEMBER {
         @Override
