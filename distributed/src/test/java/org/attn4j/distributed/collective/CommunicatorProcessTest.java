@@ -67,13 +67,7 @@ class CommunicatorProcessTest {
         assertEquals(3, r.exitCodes()[2], r + "\n" + output());
         assertTrue(r.firstFailedRank() >= 0, r.toString());
         for (int rank : new int[] {0, 1, 3}) {
-            int rk = rank;
-            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
-            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
-                    + output());
-            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
-                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
-                            + output()));
+            String line = failureLine(r, rank);
             // Over IPC the host's media driver runs in the first rank to start: when that was rank 2, the others
             // lose it with rank 2 and say so (documented), since no publication on the host moves without it.
             assertTrue(line.contains("allGather") && (line.contains("peer rank 2")
@@ -101,13 +95,7 @@ class CommunicatorProcessTest {
             if (rank == dead) {
                 continue;
             }
-            int rk = rank;
-            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
-            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
-                    + output());
-            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
-                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
-                            + output()));
+            String line = failureLine(r, rank);
             // With the driver gone, no same-host publication moves: a rank names the dead rank or its lost driver,
             // and never says that a live peer, silent with it, failed.
             for (int live = 0; live < 4; live++) {
@@ -132,19 +120,25 @@ class CommunicatorProcessTest {
         removeCrashedDrivers(before);
         assertEquals(3, r.exitCodes()[1], r + "\n" + output());
         for (int rank : new int[] {0, 2, 3}) {
-            int rk = rank;
-            assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
-            assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n"
-                    + output());
-            String line = out.stream().filter(l -> l.startsWith("[rank " + rk + "] FAILED rank " + rk + ": "))
-                    .findFirst().orElseThrow(() -> new AssertionError("no failure line from rank " + rk + "\n"
-                            + output()));
+            String line = failureLine(r, rank);
             // No send of theirs stalls: only the silence of every peer at once tells them. Ranks 2 and 3 would
             // otherwise blame rank 0, the first silent peer they look at, alive and waiting like them.
             assertTrue(line.contains("rank " + rank + " lost its media driver"), line);
             assertFalse(line.contains("peer rank 0 failed") || line.contains("peer rank 2 failed")
                     || line.contains("peer rank 3 failed"), line);
         }
+    }
+
+    /**
+     * The line {@code rank} printed when its collective failed, after checking that it exited 2 by itself (the
+     * launcher did not have to stop it).
+     */
+    private String failureLine(LaunchResult r, int rank) {
+        assertEquals(2, r.exitCodes()[rank], "rank " + rank + " exit code; " + r + "\n" + output());
+        assertFalse(r.stopped()[rank], "rank " + rank + " had to be stopped by the launcher: it hung\n" + output());
+        String prefix = "[rank " + rank + "] FAILED rank " + rank + ": ";
+        return out.stream().filter(l -> l.startsWith(prefix)).findFirst()
+                .orElseThrow(() -> new AssertionError("no failure line from rank " + rank + "\n" + output()));
     }
 
     /** The embedded media drivers' directories ({@code /dev/shm/attn4j-JOB-rankR-PID}). */
