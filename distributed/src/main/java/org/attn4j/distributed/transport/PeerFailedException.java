@@ -17,8 +17,8 @@ public class PeerFailedException extends TransportException {
      * @param reason how the failure was noticed
      */
     public PeerFailedException(int rank, int peer, int tag, String reason) {
-        super("rank " + rank + ": peer rank " + peer + (driverLostReason(rank).equals(reason) ? " unreachable"
-                : " failed") + (tag >= 0 ? " (tag " + tag + ")" : "") + ": " + reason);
+        super("rank " + rank + ": peer rank " + peer + (driverLost(rank, reason) ? " unreachable" : " failed")
+                + (tag >= 0 ? " (tag " + tag + ")" : "") + ": " + reason);
         this.rank = rank;
         this.peer = peer;
         this.tag = tag;
@@ -40,6 +40,10 @@ public class PeerFailedException extends TransportException {
 
     /** Whether this rank, not the peer, failed: it lost its media driver ({@link #driverLostReason}). */
     public boolean driverLost() {
+        return driverLost(rank, reason);
+    }
+
+    private static boolean driverLost(int rank, String reason) {
         return driverLostReason(rank).equals(reason);
     }
 

@@ -9,10 +9,10 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Collectors;
 
 import org.attn4j.distributed.launch.NamespaceCluster;
 import org.attn4j.samples.UserInputException;
+import org.attn4j.samples.io.FileTrees;
 
 /**
  * One figure of Open MPI's collectives as the mpi-collectives anchor prints it
@@ -109,12 +109,7 @@ record MpiRow(String kind, int workers, long bytes, double medianUs, double busG
             }
             return rows;
         } finally {
-            try (var files = Files.list(work)) {
-                for (Path f : files.collect(Collectors.toList())) {
-                    Files.deleteIfExists(f);
-                }
-            }
-            Files.deleteIfExists(work);
+            FileTrees.delete(work);
         }
     }
 

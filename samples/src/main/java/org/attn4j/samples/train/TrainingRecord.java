@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.attn4j.samples.OutOfMemory;
+import org.attn4j.samples.io.FileTrees;
 import org.deeplearning4j.nn.api.Model;
 import org.deeplearning4j.util.ModelSerializer;
 import org.knowm.xchart.BitmapEncoder;
@@ -119,12 +120,12 @@ public final class TrainingRecord {
             return;
         }
         Path tmp = dir.resolve(name + ".tmp");
-        deleteTree(tmp);
+        FileTrees.delete(tmp);
         try {
             writer.write(tmp);
         } catch (IOException | RuntimeException | Error e) {
             try {
-                deleteTree(tmp);
+                FileTrees.delete(tmp);
             } catch (IOException | RuntimeException cleanup) {
                 e.addSuppressed(cleanup);
             }
@@ -133,30 +134,18 @@ public final class TrainingRecord {
         Path target = dir.resolve(name);
         if (Files.isDirectory(tmp)) {
             Path old = dir.resolve(name + ".old");
-            deleteTree(old);
+            FileTrees.delete(old);
             if (Files.exists(target)) {
                 Files.move(target, old);
             }
             Files.move(tmp, target);
-            deleteTree(old);
+            FileTrees.delete(old);
         } else {
             replace(tmp, target);
         }
         checkpointStep = step;
         stepsDone = Math.max(stepsDone, step);
         write(summary(RUNNING));
-    }
-
-    /** Deletes {@code p} and, if it is a directory, everything in it; nothing if it does not exist. */
-    private static void deleteTree(Path p) throws IOException {
-        if (!Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-            return;
-        }
-        try (var paths = Files.walk(p)) {
-            for (Path q : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
-                Files.delete(q);
-            }
-        }
     }
 
     /** The first and the last loss of {@code losses} (one per step), null before the first step. */
