@@ -55,6 +55,44 @@ class TransportBenchCommandTest {
     }
 
     @Test
+    void reportsEachFigureAsItsMedianOverAlternatingRounds() throws Exception {
+        // The stand-in anchor reports a different all-gather figure on each call (2, then 1, then 3 GB/s), so the
+        // median (2) differs from the first and the last round's.
+        Path mpi = Files.createDirectories(tmp.resolve("mpi"));
+        Files.writeString(mpi.resolve("run.sh"), "here=$(dirname \"$0\"); n=$(cat \"$here/calls\" 2>/dev/null || echo 0)\n"
+                + "n=$((n + 1)); echo $n > \"$here/calls\"\n"
+                + "echo op,workers,bytes,median_us,bus_gbps\n"
+                + "case $n in 1) g=2.000;; 2) g=1.000;; *) g=3.000;; esac\n"
+                + "echo all-gather,2,16384,7.6,$g\n");
+        CliRun run = CliRun.of("bench", "transport", "--min-size", "4k", "--max-size", "4k", "--ring-min-size", "16k",
+                "--ring-max-size", "16k", "--ring-workers", "2", "--repeats", "2", "--warm-up", "0.2", "--rounds", "3",
+                "--heap", "512m", "--compare-mpi", mpi.toString(), "--out", tmp.toString());
+        assertEquals(0, run.exitCode(), run.err() + run.out());
+        assertEquals("3", Files.readString(mpi.resolve("calls")).strip());
+        List<String> rounds = Files.readAllLines(tmp.resolve("bench-transport-rounds.csv"));
+        String all = String.join("\n", rounds);
+        assertEquals("round,source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us", rounds.get(0));
+        // Per round: latency, bandwidth, both ways; all-gather and reduce-scatter; the anchor's line.
+        assertEquals(1 + 3 * 6, rounds.size(), all);
+        for (int r = 1; r <= 3; r++) {
+            assertTrue(rounds.contains(r + ",openmpi-tcp,allgather,2,16384,7.600,,"
+                    + (r == 1 ? "2" : r == 2 ? "1" : "3") + ".0000,"), all);
+        }
+        List<String> csv = Files.readAllLines(tmp.resolve("bench-transport.csv"));
+        assertTrue(csv.contains("openmpi-tcp,allgather,2,16384,7.600,,2.0000,"), String.join("\n", csv));
+        // attn4j's all-gather time: the middle of the three rounds' times.
+        double[] times = rounds.stream().filter(l -> l.contains(",attn4j-ipc,allgather,2,"))
+                .mapToDouble(l -> Double.parseDouble(l.split(",")[5])).sorted().toArray();
+        assertEquals(3, times.length, all);
+        String median = csv.stream().filter(l -> l.startsWith("attn4j-ipc,allgather,2,")).findFirst().orElseThrow();
+        assertEquals(times[1], Double.parseDouble(median.split(",")[4]), 1e-3, median);
+        String md = Files.readString(tmp.resolve("benchmarks.md"));
+        assertTrue(md.contains("The whole measurement ran 3 times, attn4j's runs alternating with Open MPI's; every "
+                + "figure below is its median over the 3 rounds"), md);
+        assertTrue(run.out().contains("round 3 of 3"), run.out());
+    }
+
+    @Test
     void runsTheRingsAcrossNetworkNamespacesBesideIperf3() throws Exception {
         org.junit.jupiter.api.Assumptions.assumeTrue(
                 org.attn4j.distributed.launch.NamespaceCluster.unavailable().isEmpty(),
@@ -144,6 +182,9 @@ class TransportBenchCommandTest {
         CliRun run = CliRun.of("bench", "transport", "--path", "sctp", "--out", tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
         assertTrue(run.err().contains("--path must be ipc, tcp or udp, got \"sctp\""), run.err());
+        run = CliRun.of("bench", "transport", "--rounds", "0", "--out", tmp.toString());
+        assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
+        assertTrue(run.err().contains("--rounds must be in [1, 25], got 0"), run.err());
         run = CliRun.of("bench", "transport", "--network", "ipc", "--out", tmp.toString());
         assertEquals(Attn4jCli.EXIT_BAD_INPUT, run.exitCode());
         assertTrue(run.err().contains("--network must be tcp or udp, got \"ipc\""), run.err());

@@ -43,6 +43,13 @@ record MpiRow(String kind, int workers, long bytes, double medianUs, double busG
                 Double.parseDouble(f[4]));
     }
 
+    /** Each figure's median over the rounds, in the first round's order. */
+    static List<MpiRow> medians(List<List<MpiRow>> rounds) {
+        return RoundMedians.of(rounds, r -> List.of(r.kind(), r.workers(), r.bytes()),
+                r -> new double[] {r.medianUs(), r.busGbps()},
+                (r, m) -> new MpiRow(r.kind(), r.workers(), r.bytes(), m[0], m[1]));
+    }
+
     /**
      * Runs {@code dir/run.sh} for each ring size and parses what it prints.
      *

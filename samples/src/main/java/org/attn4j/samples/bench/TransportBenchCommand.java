@@ -49,6 +49,9 @@ import picocli.CommandLine.Spec;
 public final class TransportBenchCommand implements Callable<Integer> {
 
     static final String CSV = "bench-transport.csv";
+    /** Each round's figures, when there is more than one round ({@code --rounds}). */
+    static final String ROUNDS_CSV = "bench-transport-rounds.csv";
+    private static final String CSV_HEADER = "source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us";
     static final String PNG = "bench-transport.png";
     static final String SECTION = "transport";
     private static final long P2P_SIZE = 16L << 20;
@@ -86,6 +89,12 @@ public final class TransportBenchCommand implements Callable<Integer> {
     @Option(names = "--repeats", paramLabel = "R", defaultValue = "7",
             description = "Timed runs (median) per measurement (default: ${DEFAULT-VALUE}).")
     int repeats;
+
+    @Option(names = "--rounds", paramLabel = "N", defaultValue = "1",
+            description = "Run the whole measurement N times, alternating attn4j's runs with Open MPI's and "
+                    + "iperf3's, and report each figure's median over the rounds (each round's figures go to "
+                    + ROUNDS_CSV + "; default: ${DEFAULT-VALUE}).")
+    int rounds;
 
     @Option(names = "--path", paramLabel = "PATH", defaultValue = "ipc",
             description = "How the workers (all on this machine) reach each other: ipc (Aeron IPC through one media "
@@ -142,6 +151,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
         private static double number(String f) {
             return f.isEmpty() ? Double.NaN : Double.parseDouble(f);
         }
+
+        /** Each measurement's median over the rounds, field by field, in the first round's order. */
+        static List<Row> medians(List<List<Row>> rounds) {
+            return RoundMedians.of(rounds, r -> List.of(r.kind(), r.workers(), r.bytes()),
+                    r -> new double[] {r.medianUs(), r.gbps(), r.busGbps(), r.p99Us()},
+                    (r, m) -> new Row(r.kind(), r.workers(), r.bytes(), m[0], m[1], m[2], m[3]));
+        }
     }
 
     @Override
@@ -159,6 +175,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
             throw new UserInputException("need 4 <= --min-size <= --max-size, 4 <= --ring-min-size <= "
                     + "--ring-max-size and --repeats >= 1, got " + min + ", " + max + ", " + ringMin + ", " + ringMax
                     + ", " + repeats);
+        }
+        if (rounds < 1 || rounds > 25) {
+            throw new UserInputException("--rounds must be in [1, 25], got " + rounds);
         }
         for (int p : ringWorkers) {
             if (p < 2 || p > 16) {
@@ -187,23 +206,42 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
         Files.createDirectories(out);
         MachineInfo machine = MachineInfo.current();
-        List<Row> rows = new ArrayList<>(run(2, "p2p", sizes(min, max, 2)));
-        for (int p : ringWorkers) {
-            rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
+        PrintWriter log = spec.commandLine().getOut();
+        // Rounds alternate attn4j's runs with Open MPI's and iperf3's, so a change in the machine's load during the
+        // benchmark falls on both sides of a ratio rather than on one.
+        List<List<Row>> roundRows = new ArrayList<>();
+        List<List<MpiRow>> roundMpi = new ArrayList<>();
+        for (int round = 1; round <= rounds; round++) {
+            if (rounds > 1) {
+                log.printf("round %d of %d%n", round, rounds);
+                log.flush();
+            }
+            List<Row> rows = new ArrayList<>(run(2, "p2p", sizes(min, max, 2)));
+            for (int p : ringWorkers) {
+                rows.addAll(run(p, "ring", sizes(ringMin, ringMax, 4)));
+            }
+            List<MpiRow> mpi = new ArrayList<>(compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
+                    log));
+            if (namespaces > 0) {
+                rows.addAll(acrossNamespaces(sizes(ringMin, ringMax, 4), mpi));
+            }
+            roundRows.add(rows);
+            roundMpi.add(mpi);
         }
-        List<MpiRow> mpi = new ArrayList<>(compareMpi == null ? List.of() : MpiRow.run(compareMpi, ringWorkers,
-                spec.commandLine().getOut()));
-        if (namespaces > 0) {
-            rows.addAll(acrossNamespaces(sizes(ringMin, ringMax, 4), mpi));
+        List<Row> rows = Row.medians(roundRows);
+        List<MpiRow> mpi = MpiRow.medians(roundMpi);
+        if (rounds > 1) {
+            writeRoundsCsv(out.resolve(ROUNDS_CSV), roundRows, roundMpi);
+        } else {
+            Files.deleteIfExists(out.resolve(ROUNDS_CSV));               // not one of this run's files
         }
         writeCsv(out.resolve(CSV), rows, mpi);
         writeChart(out.resolve(PNG), rows);
         String command = "./attn4j " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
         MarkdownSection.replace(out.resolve(AttentionBenchReport.MARKDOWN), SECTION,
                 markdown(rows, mpi, machine, command.strip()));
-        PrintWriter log = spec.commandLine().getOut();
-        log.printf("wrote %s, %s and the '%s' section of %s%n", out.resolve(CSV), out.resolve(PNG), SECTION,
-                out.resolve(AttentionBenchReport.MARKDOWN));
+        log.printf("wrote %s, %s%s and the '%s' section of %s%n", out.resolve(CSV), out.resolve(PNG),
+                rounds > 1 ? ", " + out.resolve(ROUNDS_CSV) : "", SECTION, out.resolve(AttentionBenchReport.MARKDOWN));
         log.flush();
         return 0;
     }
@@ -405,7 +443,21 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     private void writeCsv(Path file, List<Row> rows, List<MpiRow> mpi) throws IOException {
-        StringBuilder b = new StringBuilder("source,kind,workers,bytes,median_us,gb_per_s,bus_gb_per_s,p99_us\n");
+        Files.writeString(file, CSV_HEADER + "\n" + csvLines(rows, mpi), StandardCharsets.UTF_8);
+    }
+
+    /** Every round's lines, each led by its round (from 1). */
+    private void writeRoundsCsv(Path file, List<List<Row>> rows, List<List<MpiRow>> mpi) throws IOException {
+        StringBuilder b = new StringBuilder("round,").append(CSV_HEADER).append('\n');
+        for (int i = 0; i < rows.size(); i++) {
+            int round = i + 1;
+            csvLines(rows.get(i), mpi.get(i)).lines().forEach(l -> b.append(round).append(',').append(l).append('\n'));
+        }
+        Files.writeString(file, b, StandardCharsets.UTF_8);
+    }
+
+    private String csvLines(List<Row> rows, List<MpiRow> mpi) {
+        StringBuilder b = new StringBuilder();
         for (Row r : rows) {
             String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-" + network
                     : "attn4j-" + path;
@@ -418,7 +470,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     r.medianUs(), r.kind().equals("p2p-latency") ? "" : String.format(Locale.ROOT, "%.4f",
                             r.busGbps())));
         }
-        Files.writeString(file, b, StandardCharsets.UTF_8);
+        return b.toString();
     }
 
     private static String optional(double v, String format) {
@@ -486,6 +538,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         + "every worker ends with after an all-gather, and starts with before a reduce-scatter), time "
                         + "is the slowest worker's median of " + repeats + ", and bus bandwidth is size / time x "
                         + "(P - 1) / P, as nccl-tests define it. The workers share the machine's cores."
+                        + roundsNote(rows, mpi)
                         + (mpi.isEmpty() ? "" : " Open MPI's columns come from the mpi-collectives anchor (Open MPI "
                         + "over TCP loopback, `--mca btl tcp,self`), run right after on the same machine; its "
                         + "latency is a ping-pong's half round trip too.")));
@@ -592,6 +645,24 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 + "%.2f GB/s %s.%n%n", r.gbps(), path.equals("ipc") ? "over IPC" : "over " + path.toUpperCase(Locale.ROOT) + " loopback")).orElse(""));
         b.append("![transport](").append(PNG).append(")\n");
         return b.toString();
+    }
+
+    /** How the rounds were run and summed up, for the method paragraph; empty for one round. */
+    private String roundsNote(List<Row> rows, List<MpiRow> mpi) {
+        if (rounds == 1) {
+            return "";
+        }
+        List<String> others = new ArrayList<>();
+        if (!mpi.isEmpty()) {
+            others.add("Open MPI's");
+        }
+        if (rows.stream().anyMatch(r -> r.kind().startsWith("iperf3"))) {
+            others.add("iperf3's");
+        }
+        return " The whole measurement ran " + rounds + " times" + (others.isEmpty() ? ""
+                : ", attn4j's runs alternating with " + String.join(" and ", others)) + "; every figure below is its "
+                + "median over the " + rounds + " rounds, and each ratio is of those medians (each round's figures: "
+                + ROUNDS_CSV + ").";
     }
 
     private static String gbps(List<Row> rows, String kind, long bytes) {
