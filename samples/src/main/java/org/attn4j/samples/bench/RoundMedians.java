@@ -1,6 +1,7 @@
 package org.attn4j.samples.bench;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,12 +37,11 @@ final class RoundMedians {
         }
         List<T> medians = new ArrayList<>();
         for (List<T> same : byKey.values()) {
-            int n = figures.apply(same.get(0)).length;
-            double[] m = new double[n];
-            for (int f = 0; f < n; f++) {
+            double[][] rows = same.stream().map(figures).toArray(double[][]::new);
+            double[] m = new double[rows[0].length];
+            for (int f = 0; f < m.length; f++) {
                 int field = f;
-                double[] v = same.stream().mapToDouble(t -> figures.apply(t)[field]).filter(x -> !Double.isNaN(x))
-                        .toArray();
+                double[] v = Arrays.stream(rows).mapToDouble(r -> r[field]).filter(x -> !Double.isNaN(x)).toArray();
                 m[f] = v.length == 0 ? Double.NaN : GemmRate.median(v);
             }
             medians.add(rebuild.apply(same.get(0), m));
