@@ -11,6 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 
+import org.attn4j.distributed.transport.AeronTransport;
 import org.attn4j.distributed.transport.PeerFailedException;
 import org.attn4j.distributed.transport.PeerTimeoutException;
 import org.attn4j.distributed.transport.Transport;
@@ -100,8 +101,11 @@ final class FailureNotices {
         transport.receive(peer, CollectiveTags.NOTICE_TAG).whenComplete((notice, e) -> {
             if (e == null) {
                 long[] v = notice.toLongVector();
-                PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1, "rank " + peer
-                        + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out"
+                PeerFailedException failure = new PeerFailedException(transport.rank(), (int) v[0], -1,
+                        v[1] == DRIVER_LOST && sharesDriver((int) v[0])
+                        // The driver it lost is this rank's too: this rank is cut off as well, whichever hears first.
+                        ? PeerFailedException.driverLostReason(transport.rank())
+                        : "rank " + peer + " reported that rank " + v[0] + (v[1] == TIMED_OUT ? " timed out"
                         : v[1] == DRIVER_LOST ? " lost its media driver" : " failed"));
                 if (v[0] == transport.rank() && v[1] == TIMED_OUT) {
                     // This rank is alive: it stopped answering because it waits on another. Its own transport fails
@@ -120,6 +124,11 @@ final class FailureNotices {
                 }
             }
         });
+    }
+
+    /** Whether {@code rank} reaches this rank over IPC, through the media driver of this rank's host. */
+    private boolean sharesDriver(int rank) {
+        return transport instanceof AeronTransport a && a.context().ipcPeer(rank);
     }
 
     /**

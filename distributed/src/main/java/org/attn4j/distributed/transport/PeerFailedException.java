@@ -17,7 +17,7 @@ public class PeerFailedException extends TransportException {
      * @param reason how the failure was noticed
      */
     public PeerFailedException(int rank, int peer, int tag, String reason) {
-        super("rank " + rank + ": peer rank " + peer + (driverLost(rank, reason) ? " unreachable" : " failed")
+        super("rank " + rank + ": peer rank " + peer + (unreachable(rank, peer, reason) ? " unreachable" : " failed")
                 + (tag >= 0 ? " (tag " + tag + ")" : "") + ": " + reason);
         this.rank = rank;
         this.peer = peer;
@@ -45,6 +45,11 @@ public class PeerFailedException extends TransportException {
 
     private static boolean driverLost(int rank, String reason) {
         return driverLostReason(rank).equals(reason);
+    }
+
+    /** Alive but cut off: this rank or the peer lost its media driver (the peer's loss as another rank reports it). */
+    private static boolean unreachable(int rank, int peer, String reason) {
+        return driverLost(rank, reason) || reason != null && reason.endsWith(driverLostReason(peer));
     }
 
     /**

@@ -132,6 +132,21 @@ class CommunicatorFailureTest {
     }
 
     @Test
+    void aRankReportedCutOffFromItsDriverIsUnreachableNotFailed() {
+        // Rank 2 is alive: it lost the media driver its host's ranks share. A rank elsewhere hearing so must not
+        // call it failed; a rank of its own host has lost the same driver, and says so of itself.
+        String elsewhere = new PeerFailedException(0, 2, -1, "rank 2 reported that rank 2 lost its media driver")
+                .getMessage();
+        assertTrue(elsewhere.startsWith("rank 0: peer rank 2 unreachable:"), elsewhere);
+        PeerFailedException here = new PeerFailedException(3, 2, -1, PeerFailedException.driverLostReason(3));
+        assertTrue(here.driverLost() && here.getMessage().equals("rank 3: peer rank 2 unreachable: rank 3 lost its "
+                + "media driver"), here.getMessage());
+        String failed = new PeerFailedException(0, 12, -1, "rank 1 reported that rank 2 lost its media driver")
+                .getMessage();
+        assertTrue(failed.contains("peer rank 12 failed"), failed);
+    }
+
+    @Test
     void refusesBlocksThatDoNotMatchTheGroup() {
         Transport[] t = transports(2, Duration.ofSeconds(1));
         Communicator c = Communicator.world(t[0]);
