@@ -3,6 +3,8 @@ package org.attn4j.distributed.transport;
 import java.io.File;
 import java.io.IOException;
 import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.channels.OverlappingFileLockException;
@@ -18,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Matcher;
@@ -84,6 +87,13 @@ public final class AeronTransport implements Transport {
     private final AtomicBoolean closed = new AtomicBoolean();
     /** Drawn at start; tells this transport's HELLOs from those of earlier ones on the same endpoint. */
     private final long incarnation = newIncarnation();
+    /**
+     * This transport's incarnation in memory of its own, whose address its HELLOs carry: a same-host peer that
+     * reads it back ({@link ProcessMemory}) can take single-copy messages from this process.
+     */
+    private final ByteBuffer probe = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder()).putLong(0, incarnation);
+    /** Per peer, set by the receiver thread: 1 once this process read the peer's probe. */
+    private final AtomicIntegerArray readsPeer;
     /** This rank's own driver (alone on its host), run by the progress thread; null otherwise. */
     private MediaDriver driver;
     private String driverDirectory;
@@ -118,6 +128,7 @@ public final class AeronTransport implements Transport {
         this.mailbox = new Mailbox(context.rank(), context.worldSize(),
                 context.timeout().plus(context.heartbeatInterval()));
         this.peerFailures = new AtomicReferenceArray<>(context.worldSize());
+        this.readsPeer = new AtomicIntegerArray(context.worldSize());
         try {
             start();
         } catch (RuntimeException e) {
@@ -198,7 +209,11 @@ public final class AeronTransport implements Transport {
         if (tcpPeers > 0) {
             tcpInbound = new TcpInbound(context.bindAddress(), context.port(context.rank()), tcpPeers, maxRecord);
         }
-        sender = new SenderAgent(this, context, token, incarnation, links);
+        if (ipc != null && context.singleCopy()) {
+            ProcessMemory.allowReaders();
+        }
+        sender = new SenderAgent(this, context, token, incarnation,
+                ipc != null && context.singleCopy() ? ProcessMemory.address(probe) : 0, links);
         receiver = new ReceiverAgent(this, context, token, udp, ipc, tcpInbound, mailbox);
         List<Agent> agents = new ArrayList<>();
         if (driverInvoker != null) {
@@ -575,9 +590,34 @@ public final class AeronTransport implements Transport {
     }
 
     /** A valid HELLO came from {@code peer} (see {@link SenderAgent#helloFrom}); progress thread. */
-    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
-        sender.helloFrom(peer, peerIncarnation, acknowledges, wantsAck);
+    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck, boolean readsUs) {
+        sender.helloFrom(peer, peerIncarnation, acknowledges, wantsAck, readsUs);
         wakeProgress();
+    }
+
+    /** This process read {@code peer}'s probe: it can take single-copy messages from it. Receiver thread. */
+    void canReadPeer(int peer) {
+        readsPeer.set(peer, 1);
+    }
+
+    /** Whether this process can read {@code peer}'s memory (its HELLOs say so). */
+    boolean readsPeer(int peer) {
+        return readsPeer.get(peer) == 1;
+    }
+
+    /** {@code peer} released this rank's single-copy messages up to {@code sequence}; progress thread. */
+    void releasedBy(int peer, long sequence) {
+        sender.releasedBy(peer, sequence);
+    }
+
+    /** This rank read {@code peer}'s single-copy message {@code sequence}: the peer may reuse it. Progress thread. */
+    void release(int peer, long sequence) {
+        sender.release(peer, sequence);
+    }
+
+    /** Messages sent to same-host peers by single copy (the receiver read them from this process's memory). */
+    public long singleCopyMessages() {
+        return sender == null ? 0 : sender.singleCopyMessages();
     }
 
     /** Why {@code peer} failed, or null while it is alive; any thread. */

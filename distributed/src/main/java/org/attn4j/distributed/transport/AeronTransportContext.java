@@ -49,6 +49,7 @@ public final class AeronTransportContext {
     private final boolean sameHostIpc;
     private final int ipcTermLength;
     private final boolean ipcChecksums;
+    private final boolean singleCopy;
     private final ProgressIdle progressIdle;
     private final Network network;
 
@@ -72,6 +73,7 @@ public final class AeronTransportContext {
         this.sameHostIpc = b.sameHostIpc;
         this.ipcTermLength = b.ipcTermLength;
         this.ipcChecksums = b.ipcChecksums;
+        this.singleCopy = b.singleCopy;
         this.network = b.network;
         this.progressIdle = b.progressIdle != null ? b.progressIdle
                 : ProgressIdle.defaultFor(Runtime.getRuntime().availableProcessors(), localRanks(this.endpoints, rank));
@@ -81,6 +83,11 @@ public final class AeronTransportContext {
     public static final String ENV_IPC = "ATTN4J_TRANSPORT_IPC";
     /** Environment variable: {@code 1} checksums IPC payloads as well (default {@code 0}). */
     public static final String ENV_IPC_CHECKSUMS = "ATTN4J_TRANSPORT_IPC_CHECKSUMS";
+    /**
+     * Environment variable: {@code 0} sends large arrays to same-host peers through the shared log instead of
+     * letting the receiver copy them from the sender's memory (default {@code 1}).
+     */
+    public static final String ENV_SINGLE_COPY = "ATTN4J_TRANSPORT_SINGLE_COPY";
     /** Aeron's default MTU, the smallest this transport uses. */
     static final int DEFAULT_MTU = 1408;
     /** Aeron's largest MTU. */
@@ -290,6 +297,21 @@ public final class AeronTransportContext {
         return ipcChecksums;
     }
 
+    /**
+     * Whether an array of at least {@link #SINGLE_COPY_MIN_BYTES} to a same-host peer may stay in the sender's
+     * memory for the receiver to copy it from there ({@link ProcessMemory}): where the kernel lets the peers read
+     * each other's memory, and not with {@link #ipcChecksums()} (a payload read that way carries no checksum).
+     */
+    public boolean singleCopy() {
+        return singleCopy && !ipcChecksums;
+    }
+
+    /**
+     * The smallest array sent by single copy ({@link #singleCopy()}); smaller ones go through the shared log,
+     * where one pass through a hot log costs less than the receiver's release message and system call.
+     */
+    public static final long SINGLE_COPY_MIN_BYTES = 64 << 10;
+
     /** How the progress thread waits while calls are outstanding. */
     public ProgressIdle progressIdle() {
         return progressIdle;
@@ -361,6 +383,7 @@ public final class AeronTransportContext {
                 + " ms, chunk=" + maxChunkBytes + ", term=" + termLength + ", mtu=" + mtu
                 + ", driver=" + (aeronDirectory == null ? "embedded" : aeronDirectory)
                 + ", ipc=" + (sameHostIpc ? "same-host" : "off") + (ipcChecksums ? " checksummed" : "")
+                + (sameHostIpc && singleCopy() ? " single-copy" : "")
                 + ", network=" + network.name().toLowerCase(java.util.Locale.ROOT)
                 + ", idle=" + progressIdle.name().toLowerCase(java.util.Locale.ROOT) + "}";
     }
@@ -397,6 +420,7 @@ public final class AeronTransportContext {
         private boolean sameHostIpc = true;
         private int ipcTermLength = 8 << 20;
         private boolean ipcChecksums;
+        private boolean singleCopy = true;
         private ProgressIdle progressIdle;
         private Network network = Network.TCP;
 
@@ -462,7 +486,7 @@ public final class AeronTransportContext {
 
         /**
          * Applies the transport's environment variables that are set in {@code env}: {@link #ENV_IPC},
-         * {@link #ENV_IPC_CHECKSUMS}, {@link #ENV_IDLE}, {@link #ENV_MTU} and {@link #ENV_NETWORK} (launched workers and Spark tasks
+         * {@link #ENV_IPC_CHECKSUMS}, {@link #ENV_SINGLE_COPY}, {@link #ENV_IDLE}, {@link #ENV_MTU} and {@link #ENV_NETWORK} (launched workers and Spark tasks
          * read them from their process's environment).
          *
          * @throws IllegalArgumentException naming the variable that is malformed
@@ -475,6 +499,10 @@ public final class AeronTransportContext {
             String checksums = env.get(ENV_IPC_CHECKSUMS);
             if (checksums != null && !checksums.isBlank()) {
                 ipcChecksums(flag(ENV_IPC_CHECKSUMS, checksums));
+            }
+            String single = env.get(ENV_SINGLE_COPY);
+            if (single != null && !single.isBlank()) {
+                singleCopy(flag(ENV_SINGLE_COPY, single));
             }
             String datagram = env.get(ENV_MTU);
             if (datagram != null && !datagram.isBlank()) {
@@ -586,6 +614,15 @@ public final class AeronTransportContext {
         /** Checksums on IPC payloads too; default false (a shared-memory log cannot damage bytes in transit). */
         public Builder ipcChecksums(boolean ipcChecksums) {
             this.ipcChecksums = ipcChecksums;
+            return this;
+        }
+
+        /**
+         * Whether a large array to a same-host peer may be copied by the receiver straight from the sender's
+         * memory; default true ({@link AeronTransportContext#singleCopy()}).
+         */
+        public Builder singleCopy(boolean singleCopy) {
+            this.singleCopy = singleCopy;
             return this;
         }
 

@@ -56,16 +56,23 @@ import org.nd4j.linalg.api.buffer.DataType;
  *
  * <p>Integers are little-endian. The payload is the array's elements in C order, in the sender's native byte
  * order (the project assumes little-endian hosts). The CRC32C covers bytes 0 to 55, the flags, the shape and the
- * chunk payload, so a damaged tag or shape is caught as well as damaged data. One flag: {@link #PAYLOAD_UNCHECKED}
+ * chunk payload, so a damaged tag or shape is caught as well as damaged data. Flags: {@link #PAYLOAD_UNCHECKED}
  * (bit 0), set on DATA sent over Aeron IPC without payload checksums, whose CRC then covers the header only; a
- * receiver accepts it only on an IPC connection. The job id is derived from the job token
- * ({@link JobToken}); a receiver drops messages of another job.
+ * receiver accepts it only on an IPC connection. {@link #REMOTE_PAYLOAD} (bit 1): DATA over IPC whose payload stays
+ * in the sender's memory: the message is one chunk of the whole array whose Chunk Length bytes are not in the
+ * message, which carries instead the 64-bit address of the array's first byte in the sender's process (the CRC
+ * covers the header and those 8 bytes); the receiver copies the payload from there ({@link ProcessMemory}) and
+ * answers with a {@link #RELEASE}, after which the sender may reuse the array. The job id is derived from the job
+ * token ({@link JobToken}); a receiver drops messages of another job.
  *
  * <p>Message types: {@link #HELLO} (first message on every connection; payload: SHA-256 digest of the token, 32
- * bytes, the sender's world size, 4 bytes, flags, 4 bytes (bit 0: the sender waits for an acknowledgement), the
- * sender's incarnation, 8 bytes, and the incarnation of the receiver whose HELLO this one acknowledges, 8 bytes,
- * 0 for none), {@link #DATA} (one chunk of an array), {@link #HEARTBEAT} and {@link #GOODBYE} (no payload). Only
- * DATA uses dtype, shape, chunk fields and sequence.
+ * bytes, the sender's world size, 4 bytes, flags, 4 bytes (bit 0: the sender waits for an acknowledgement; bit 1:
+ * the sender can read the receiver's memory), the sender's incarnation, 8 bytes, the incarnation of the receiver
+ * whose HELLO this one acknowledges, 8 bytes, 0 for none, the sender's process id, 8 bytes, and the address of 8
+ * bytes in the sender's process holding its incarnation, 8 bytes, for the receiver to try a read of its memory),
+ * {@link #DATA} (one chunk of an array), {@link #HEARTBEAT} and {@link #GOODBYE} (no payload), {@link #RELEASE} (no
+ * payload: the receiver has read the payload of the sender's REMOTE_PAYLOAD message with the given sequence
+ * number, and of every earlier one). Only DATA uses dtype, shape and chunk fields; DATA and RELEASE the sequence.
  *
  * <p>An incarnation is a random number drawn by each transport when it starts. A sender sends DATA to a peer
  * only once a HELLO from that peer acknowledged its own incarnation: its HELLO reached the very transport that
@@ -74,12 +81,13 @@ import org.nd4j.linalg.api.buffer.DataType;
  */
 final class MessageDescriptor {
 
-    static final byte VERSION = 3;
+    static final byte VERSION = 4;
 
     static final byte HELLO = 1;
     static final byte DATA = 2;
     static final byte HEARTBEAT = 3;
     static final byte GOODBYE = 4;
+    static final byte RELEASE = 5;
 
     static final int JOB_ID_OFFSET = 0;
     static final int VERSION_OFFSET = 8;
@@ -100,6 +108,10 @@ final class MessageDescriptor {
 
     /** Flag: the CRC covers the header only (DATA over IPC without payload checksums). */
     static final int PAYLOAD_UNCHECKED = 1;
+    /** Flag: the payload stays in the sender's memory; the message carries its address. */
+    static final int REMOTE_PAYLOAD = 2;
+    /** Bytes a REMOTE_PAYLOAD message carries after its header: the address. */
+    static final int REMOTE_DESCRIPTOR_LENGTH = 8;
 
     /** Header bytes before the shape. */
     static final int FIXED_HEADER_LENGTH = SHAPE_OFFSET;
@@ -107,13 +119,20 @@ final class MessageDescriptor {
     static final int MAX_ARRAY_RANK = 32;
     /** The longest header: the fixed part and a shape of {@link #MAX_ARRAY_RANK} dimensions. */
     static final int MAX_HEADER_LENGTH = FIXED_HEADER_LENGTH + 8 * MAX_ARRAY_RANK;
-    /** HELLO payload: token digest, world size, flags, incarnation, acknowledged incarnation. */
-    static final int HELLO_PAYLOAD_LENGTH = JobToken.DIGEST_LENGTH + 4 + 4 + 8 + 8;
+    /**
+     * HELLO payload: token digest, world size, flags, incarnation, acknowledged incarnation, process id, probe
+     * address.
+     */
+    static final int HELLO_PAYLOAD_LENGTH = JobToken.DIGEST_LENGTH + 4 + 4 + 8 + 8 + 8 + 8;
     /** HELLO flag: the sender waits for a HELLO acknowledging its incarnation. */
     static final int HELLO_WANTS_ACK = 1;
+    /** HELLO flag: the sender read the receiver's probe bytes, so it can take REMOTE_PAYLOAD messages. */
+    static final int HELLO_READS_YOU = 2;
     private static final int HELLO_FLAGS_OFFSET = JobToken.DIGEST_LENGTH + 4;
     private static final int HELLO_INCARNATION_OFFSET = HELLO_FLAGS_OFFSET + 4;
     private static final int HELLO_ACKNOWLEDGED_OFFSET = HELLO_INCARNATION_OFFSET + 8;
+    private static final int HELLO_PID_OFFSET = HELLO_ACKNOWLEDGED_OFFSET + 8;
+    private static final int HELLO_PROBE_OFFSET = HELLO_PID_OFFSET + 8;
 
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
     private static final List<DataType> CARRIED = List.of(DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16,
@@ -274,8 +293,10 @@ final class MessageDescriptor {
 
     /** Writes a HELLO payload at {@code offset}. */
     static void writeHello(MutableDirectBuffer b, int offset, byte[] tokenDigest, int worldSize, int flags,
-                           long incarnation, long acknowledged) {
+                           long incarnation, long acknowledged, long pid, long probeAddress) {
         b.putBytes(offset, tokenDigest);
+        b.putLong(offset + HELLO_PID_OFFSET, pid, ORDER);
+        b.putLong(offset + HELLO_PROBE_OFFSET, probeAddress, ORDER);
         b.putInt(offset + JobToken.DIGEST_LENGTH, worldSize, ORDER);
         b.putInt(offset + HELLO_FLAGS_OFFSET, flags, ORDER);
         b.putLong(offset + HELLO_INCARNATION_OFFSET, incarnation, ORDER);
@@ -300,5 +321,15 @@ final class MessageDescriptor {
     /** The world size in a HELLO payload at {@code offset}. */
     static int helloWorldSize(DirectBuffer b, int offset) {
         return b.getInt(offset + JobToken.DIGEST_LENGTH, ORDER);
+    }
+
+    /** The sender's process id in a HELLO payload at {@code offset}. */
+    static long helloPid(DirectBuffer b, int offset) {
+        return b.getLong(offset + HELLO_PID_OFFSET, ORDER);
+    }
+
+    /** The address of the sender's probe bytes in a HELLO payload at {@code offset}. */
+    static long helloProbeAddress(DirectBuffer b, int offset) {
+        return b.getLong(offset + HELLO_PROBE_OFFSET, ORDER);
     }
 }

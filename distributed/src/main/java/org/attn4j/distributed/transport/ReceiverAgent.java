@@ -116,6 +116,17 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     private final Map<Integer, Integer> sessionPeers = new ConcurrentHashMap<>();
     private final long[] lastHeardNs;
     private final boolean[] helloReceived;
+    /** Per peer: its process id once this process read its probe (single copy), else 0. */
+    private final long[] readablePids;
+    /** Per peer: whether its probe was tried. */
+    private final boolean[] probed;
+    private final ProcessMemory memory = new ProcessMemory();
+    /** Where a single-copy payload that is summed on arrival lands piece by piece; allocated on first use. */
+    private ByteBuffer sumPiece;
+    private final UnsafeBuffer sumPieceBuffer = new UnsafeBuffer(new byte[0]);
+    private final byte[] descriptor = new byte[MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH];
+    /** Bytes of a summed single-copy payload read per system call: a piece that stays in the core's cache. */
+    static final int SUM_PIECE_BYTES = 256 << 10;
     private final byte[] scratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH
             + MessageDescriptor.HELLO_PAYLOAD_LENGTH];
     private final UnsafeBuffer header = new UnsafeBuffer(scratch);
@@ -156,6 +167,8 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         this.livenessCheckNs = context.heartbeatInterval().toNanos() / 2;
         this.lastHeardNs = new long[context.worldSize()];
         this.helloReceived = new boolean[context.worldSize()];
+        this.readablePids = new long[context.worldSize()];
+        this.probed = new boolean[context.worldSize()];
     }
 
     @Override
@@ -340,12 +353,15 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         lastHeardNs[s.peer] = System.nanoTime();
         if (type == MessageDescriptor.DATA) {
             onDataStart(s, buffer, offset, length, headerLength, arrayRank);
-        } else if (type == MessageDescriptor.HEARTBEAT || type == MessageDescriptor.GOODBYE) {
+        } else if (type == MessageDescriptor.HEARTBEAT || type == MessageDescriptor.GOODBYE
+                || type == MessageDescriptor.RELEASE) {
             if (!end || length != headerLength || !controlChecksumMatches(headerLength, 0)) {
                 countCorrupt(s, "damaged control message");
                 s.discarding = true;
             } else if (type == MessageDescriptor.GOODBYE) {
                 transport.peerLeft(s.peer);
+            } else if (type == MessageDescriptor.RELEASE) {
+                transport.releasedBy(s.peer, MessageDescriptor.sequence(header));
             }
         } else {
             drop(s, "unknown message type " + type);
@@ -383,9 +399,35 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
                 LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
             }
             lastHeardNs[source] = System.nanoTime();
-            transport.helloFrom(source, MessageDescriptor.helloIncarnation(header, headerLength),
-                    MessageDescriptor.helloAcknowledged(header, headerLength),
-                    (MessageDescriptor.helloFlags(header, headerLength) & MessageDescriptor.HELLO_WANTS_ACK) != 0);
+            long peerIncarnation = MessageDescriptor.helloIncarnation(header, headerLength);
+            if (s.ipc && !probed[source]) {
+                probe(source, MessageDescriptor.helloPid(header, headerLength),
+                        MessageDescriptor.helloProbeAddress(header, headerLength), peerIncarnation);
+            }
+            int flags = MessageDescriptor.helloFlags(header, headerLength);
+            transport.helloFrom(source, peerIncarnation, MessageDescriptor.helloAcknowledged(header, headerLength),
+                    (flags & MessageDescriptor.HELLO_WANTS_ACK) != 0,
+                    s.ipc && (flags & MessageDescriptor.HELLO_READS_YOU) != 0);
+        }
+    }
+
+    /**
+     * Tries to read the 8 bytes at {@code address} in the same-host peer's process {@code pid}, which hold its
+     * incarnation: when they read back, this process can take single-copy messages from it, and its HELLOs say so.
+     * A peer that sends no probe (single copy off there) is not read.
+     */
+    private void probe(int peer, long pid, long address, long incarnation) {
+        probed[peer] = true;
+        if (!context.singleCopy() || pid <= 0 || address == 0) {
+            return;
+        }
+        if (ProcessMemory.available() && memory.probe(pid, address, incarnation)) {
+            readablePids[peer] = pid;
+            transport.canReadPeer(peer);
+        } else {
+            LOG.warn("rank {}: cannot read the memory of rank {} on this host (process_vm_readv {}); large arrays "
+                    + "from it go through the shared log, one copy more", rank, peer,
+                    ProcessMemory.available() ? "refused: the kernel's ptrace rules or a seccomp profile" : "missing");
         }
     }
 
@@ -406,8 +448,14 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         long chunkOffset = MessageDescriptor.chunkOffset(header);
         DataType dtype = MessageDescriptor.dataType(MessageDescriptor.dtype(header));
         long[] shape = MessageDescriptor.shape(header, arrayRank);
+        boolean remote = (MessageDescriptor.flags(header) & MessageDescriptor.REMOTE_PAYLOAD) != 0;
         String invalid = validate(tag, dtype, shape, payloadLength, chunkIndex, chunkCount, chunkOffset, chunkLength,
                 length - headerLength);
+        if (invalid == null && remote && (chunkCount != 1 || chunkLength != payloadLength
+                || length - headerLength != MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH)) {
+            invalid = "a single-copy message of " + chunkCount + " chunks, " + chunkLength + " of " + payloadLength
+                    + " bytes, " + (length - headerLength) + " bytes after its header";
+        }
         if (invalid != null) {
             // Without a trustworthy header the message cannot be matched to a receive; the receive times out.
             countCorrupt(s, "invalid DATA header: " + invalid);
@@ -481,7 +529,65 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             s.damage = "a chunk without a payload checksum over UDP";
         }
         MessageDescriptor.checksumHeader(s.crc, scratch, arrayRank);
+        if (remote) {
+            readRemote(s, buffer, offset + headerLength);
+            return;
+        }
         copy(s, buffer, offset + headerLength, length - headerLength);
+    }
+
+    /**
+     * A single-copy message ({@link MessageDescriptor#REMOTE_PAYLOAD}): copies its payload from the sender's
+     * memory into the message's array (adding this member's share on the way for a summing receive), finishes the
+     * message and releases the sender's array.
+     */
+    private void readRemote(Session s, DirectBuffer buffer, int at) {
+        s.inChunk = false;
+        long sequence = s.sequence;
+        buffer.getBytes(at, descriptor, 0, descriptor.length);
+        s.crc.update(descriptor, 0, descriptor.length);
+        if ((int) s.crc.getValue() != s.expectedCrc) {
+            s.damage = "checksum mismatch in a single-copy message";
+        } else if (!s.ipc || readablePids[s.peer] == 0) {
+            s.damage = "a single-copy message from a peer whose memory this rank cannot read";
+        } else if (s.claimed != null && s.claimed.abandoned != null) {
+            abandon(s);
+            transport.release(s.peer, sequence);
+            return;
+        } else if (s.damage == null) {
+            long address = new UnsafeBuffer(descriptor).getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+            String failure = s.summing ? readSum(s, readablePids[s.peer], address)
+                    : memory.read(readablePids[s.peer], address, ProcessMemory.address(s.bytes), s.chunkLength);
+            if (failure != null) {
+                s.damage = "could not read the payload from rank " + s.peer + "'s memory: " + failure;
+                if (ProcessMemory.processGone(failure)) {
+                    transport.failPeer(s.peer, "its process is gone (" + failure + ")");
+                }
+            } else {
+                s.chunkWritten = s.chunkLength;
+            }
+        }
+        transport.release(s.peer, sequence);
+        finishMessage(s);
+    }
+
+    /** Reads a summed single-copy payload piece by piece into a cached buffer and adds each piece into place. */
+    private String readSum(Session s, long pid, long address) {
+        if (sumPiece == null) {
+            sumPiece = ByteBuffer.allocateDirect(SUM_PIECE_BYTES);
+            sumPieceBuffer.wrap(sumPiece);
+        }
+        long piece = ProcessMemory.address(sumPiece);
+        for (int done = 0; done < s.chunkLength; ) {
+            int n = Math.min(SUM_PIECE_BYTES, s.chunkLength - done);
+            String failure = memory.read(pid, address + done, piece, n);
+            if (failure != null) {
+                return failure;
+            }
+            sum(s, sumPieceBuffer, 0, done, n);
+            done += n;
+        }
+        return null;
     }
 
     /**
@@ -546,16 +652,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             return;
         }
         if (s.claimed != null && s.claimed.abandoned != null) {
-            // The peer failed while its message was being written into a receive's array: the receive fails (no
-            // more writes into that array, which its caller may free) and the rest of the message is skipped.
-            mailbox.finishClaimed(s.claimed, null);
-            s.claimed = null;
-            s.array = null;
-            s.bytes = null;
-            s.summing = false;
-            s.skippedSequence = s.sequence;
-            s.inChunk = false;
-            s.discarding = true;
+            abandon(s);
             return;
         }
         if (s.chunkWritten + length > s.chunkLength) {
@@ -585,6 +682,21 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             }
         }
         s.chunkWritten += length;
+    }
+
+    /**
+     * The peer failed while its message was being written into a receive's array: the receive fails (no more
+     * writes into that array, which its caller may free) and the rest of the message is skipped.
+     */
+    private void abandon(Session s) {
+        mailbox.finishClaimed(s.claimed, null);
+        s.claimed = null;
+        s.array = null;
+        s.bytes = null;
+        s.summing = false;
+        s.skippedSequence = s.sequence;
+        s.inChunk = false;
+        s.discarding = true;
     }
 
     /**

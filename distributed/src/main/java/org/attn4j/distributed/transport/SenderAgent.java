@@ -61,6 +61,10 @@ final class SenderAgent implements Agent {
         /** Where {@link #future} completes when the progress thread finishes or fails the send. */
         final Executor completion;
         long sequence = -1;
+        /** Sent by single copy: the receiver reads the payload from this process and releases it. */
+        boolean remote;
+        /** When a single-copy send was offered, waiting for its release since. */
+        long offeredNs;
         int chunkCount;
         int nextChunk;
         int headerLength;
@@ -88,6 +92,12 @@ final class SenderAgent implements Agent {
         final ArrayDeque<Outgoing> queue = new ArrayDeque<>();
         /** Fully offered sends whose payload the link still reads ({@link Outbound#keepsPayload}), oldest first. */
         final ArrayDeque<Outgoing> unsent = new ArrayDeque<>();
+        /** Sends by single copy whose payload the peer has not yet released, oldest first. */
+        final ArrayDeque<Outgoing> unreleased = new ArrayDeque<>();
+        /** The address a single-copy message carries. */
+        final UnsafeBuffer remoteDescriptor = new UnsafeBuffer(new byte[MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH]);
+        /** The sequence number of the last RELEASE this rank sent the peer, -1 for none. */
+        long releaseSent = -1;
         final UnsafeBuffer header = new UnsafeBuffer(new byte[MessageDescriptor.MAX_HEADER_LENGTH]);
         final UnsafeBuffer control = new UnsafeBuffer(new byte[MessageDescriptor.FIXED_HEADER_LENGTH
                 + MessageDescriptor.HELLO_PAYLOAD_LENGTH]);
@@ -95,6 +105,8 @@ final class SenderAgent implements Agent {
         final int chunkBytes;
         /** Whether DATA carries a payload checksum: always over UDP, over IPC only when configured. */
         final boolean checksummed;
+        /** Whether large arrays may go by single copy, once the peer says it can read this process. */
+        final boolean singleCopy;
         boolean helloSent;
         long lastHelloNs;
         boolean goodbyeSent;
@@ -120,6 +132,7 @@ final class SenderAgent implements Agent {
             this.peer = peer;
             this.publication = publication;
             this.checksummed = !context.ipcPeer(peer) || context.ipcChecksums();
+            this.singleCopy = context.ipcPeer(peer) && context.singleCopy();
             this.chunkBytes = Math.min(context.maxChunkBytes(),
                     publication.maxMessageLength() - MessageDescriptor.MAX_HEADER_LENGTH);
         }
@@ -136,6 +149,14 @@ final class SenderAgent implements Agent {
     private final AtomicIntegerArray ackDue;
     /** Per peer, set by the receiver thread: the peer's incarnation, 0 until its HELLO came. */
     private final AtomicLongArray peerIncarnations;
+    /** Per peer, set by the receiver thread: 1 once the peer said (acknowledging this incarnation) it reads us. */
+    private final AtomicIntegerArray peerReadsUs;
+    /** Per peer, set by the receiver thread: the sequence number of the peer's last RELEASE, -1 for none. */
+    private final AtomicLongArray released;
+    /** Per peer, set by the receiver thread: the sequence number this rank has to release to the peer, or -1. */
+    private final AtomicLongArray releaseDue;
+    private final long pid = ProcessMemory.pid();
+    private final long probeAddress;
     private final long timeoutNs;
     private final long heartbeatNs;
     private final PeerLink[] links;
@@ -145,6 +166,7 @@ final class SenderAgent implements Agent {
     private final CountDownLatch goodbyeDone = new CountDownLatch(1);
     private final AtomicLong refusedOffers = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
+    private final AtomicLong singleCopies = new AtomicLong();
     private volatile boolean goodbyeRequested;
     private volatile long silentUntilNs;
     /** Test hook: send data after the HELLO without waiting for its acknowledgement, as a rogue sender would. */
@@ -156,7 +178,8 @@ final class SenderAgent implements Agent {
      * @param publications one link per rank, null at this rank's index
      */
     SenderAgent(AeronTransport transport, AeronTransportContext context, JobToken token, long incarnation,
-                Outbound[] publications) {
+                long probeAddress, Outbound[] publications) {
+        this.probeAddress = probeAddress;
         this.transport = transport;
         this.context = context;
         this.jobId = token.jobId();
@@ -165,6 +188,13 @@ final class SenderAgent implements Agent {
         this.acknowledged = new AtomicIntegerArray(publications.length);
         this.ackDue = new AtomicIntegerArray(publications.length);
         this.peerIncarnations = new AtomicLongArray(publications.length);
+        this.peerReadsUs = new AtomicIntegerArray(publications.length);
+        this.released = new AtomicLongArray(publications.length);
+        this.releaseDue = new AtomicLongArray(publications.length);
+        for (int p = 0; p < publications.length; p++) {
+            released.set(p, -1);
+            releaseDue.set(p, -1);
+        }
         this.timeoutNs = context.timeout().toNanos();
         this.heartbeatNs = context.heartbeatInterval().toNanos();
         this.links = new PeerLink[publications.length];
@@ -187,7 +217,8 @@ final class SenderAgent implements Agent {
             }
             boolean connecting = acknowledged.get(link.peer) == 0 && transport.peerFailure(link.peer) == null;
             if (!link.queue.isEmpty() || connecting || ackDue.get(link.peer) == 1 || link.publication.hasBacklog()
-                    || !link.unsent.isEmpty()) {
+                    || !link.unsent.isEmpty() || !link.unreleased.isEmpty()
+                    || releaseDue.get(link.peer) != link.releaseSent) {
                 return true;
             }
         }
@@ -205,15 +236,34 @@ final class SenderAgent implements Agent {
      * @param peerIncarnation  the peer's incarnation
      * @param acknowledges     the incarnation the HELLO acknowledges
      * @param wantsAck         whether the peer waits for this transport's acknowledgement
+     * @param readsUs          whether the peer can read this process's memory (single copy)
      */
-    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck) {
+    void helloFrom(int peer, long peerIncarnation, long acknowledges, boolean wantsAck, boolean readsUs) {
         peerIncarnations.set(peer, peerIncarnation);
         if (acknowledges == incarnation) {
+            peerReadsUs.set(peer, readsUs ? 1 : 0);           // before the link comes up: set once it does
             acknowledged.set(peer, 1);
         }
         if (wantsAck) {
             ackDue.set(peer, 1);
         }
+    }
+
+    /** The peer released the payloads of its single-copy messages up to {@code sequence}; receiver thread. */
+    void releasedBy(int peer, long sequence) {
+        if (sequence > released.get(peer)) {
+            released.set(peer, sequence);
+        }
+    }
+
+    /** This rank read the payload of {@code peer}'s single-copy message {@code sequence}; receiver thread. */
+    void release(int peer, long sequence) {
+        releaseDue.set(peer, sequence);
+    }
+
+    /** Sends to a same-host peer that went by single copy. */
+    long singleCopyMessages() {
+        return singleCopies.get();
     }
 
     /** Queues a send; any thread. The caller wakes the progress thread. */
@@ -241,8 +291,7 @@ final class SenderAgent implements Agent {
             if (!link.helloSent || link.pending.get() != 0) {
                 return false;
             }
-            m.sequence = link.nextSequence++;
-            m.chunkCount = chunkCount(link, m);
+            prepare(link, m);
             long now = System.nanoTime();
             long position = 0;
             while (m.nextChunk < m.chunkCount) {
@@ -283,8 +332,16 @@ final class SenderAgent implements Agent {
         }
     }
 
-    /** Whether {@code m} waits in {@link PeerLink#unsent} because the link still reads its payload. */
+    /**
+     * Whether {@code m} waits in {@link PeerLink#unsent} because the link still reads its payload, or in
+     * {@link PeerLink#unreleased} until the peer has read it.
+     */
     private static boolean heldUntilSent(PeerLink link, Outgoing m, long position) {
+        if (m.remote) {
+            m.offeredNs = System.nanoTime();
+            link.unreleased.add(m);
+            return true;
+        }
         if (link.publication.keepsPayload() && !link.publication.sent(position)) {
             m.endPosition = position;
             link.unsent.add(m);
@@ -293,8 +350,16 @@ final class SenderAgent implements Agent {
         return false;
     }
 
-    /** Completes the sends whose payload the link has written since, or fails them all if it closed. */
+    /**
+     * Completes the sends whose payload the link has written since (or the peer released), or fails them all if
+     * the link closed.
+     */
     private void settle(PeerLink link) {
+        long upTo = released.get(link.peer);
+        while (!link.unreleased.isEmpty() && link.unreleased.peek().sequence <= upTo) {
+            Outgoing m = link.unreleased.poll();
+            TransportThreads.complete(m.completion, () -> m.future.complete(null));
+        }
         if (link.unsent.isEmpty()) {
             return;
         }
@@ -312,8 +377,16 @@ final class SenderAgent implements Agent {
         }
     }
 
-    private static int chunkCount(PeerLink link, Outgoing m) {
-        return Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
+    /** Numbers {@code m} and decides how it travels: by single copy, or in chunks through the link. */
+    private void prepare(PeerLink link, Outgoing m) {
+        m.sequence = link.nextSequence++;
+        m.remote = link.singleCopy && peerReadsUs.get(link.peer) == 1
+                && m.bytes.remaining() >= AeronTransportContext.SINGLE_COPY_MIN_BYTES && m.bytes.isDirect();
+        m.chunkCount = m.remote ? 1
+                : Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
+        if (m.remote) {
+            singleCopies.incrementAndGet();
+        }
     }
 
     /** Fails queued sends that the progress thread will no longer see (it has stopped); any thread. */
@@ -418,8 +491,7 @@ final class SenderAgent implements Agent {
                 if (link.queue.isEmpty()) {
                     link.waitingSinceNs = now;
                 }
-                m.sequence = link.nextSequence++;
-                m.chunkCount = chunkCount(link, m);
+                prepare(link, m);
                 link.queue.add(m);
             } finally {
                 link.lock.unlock();
@@ -475,6 +547,12 @@ final class SenderAgent implements Agent {
             checkStall(link, now);
             return work;
         }
+        long due = releaseDue.get(link.peer);
+        if (due != link.releaseSent && offerControl(link, MessageDescriptor.RELEASE, due) > 0) {
+            link.releaseSent = due;
+            link.lastSentNs = now;
+            work++;
+        }
         for (int i = 0; i < CHUNK_BUDGET && !link.queue.isEmpty(); i++) {
             Outgoing m = link.queue.peek();
             long result = offerChunk(link, m);
@@ -512,6 +590,9 @@ final class SenderAgent implements Agent {
 
     /** Offers the current chunk of {@code m}; the header is built once per chunk and reused on retries. */
     private long offerChunk(PeerLink link, Outgoing m) {
+        if (!m.chunkReady && m.remote) {
+            prepareRemote(link, m);
+        }
         if (!m.chunkReady) {
             long total = m.bytes.remaining();
             long offset = (long) m.nextChunk * link.chunkBytes;
@@ -549,23 +630,54 @@ final class SenderAgent implements Agent {
             MessageDescriptor.putChecksum(link.header, checksum);
             m.chunkReady = true;
         }
-        long result = link.publication.offer(link.header, m.headerLength, link.payload, m.chunkLength);
+        long result = link.publication.offer(link.header, m.headerLength, link.payload,
+                m.remote ? MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH : m.chunkLength);
         if (result > 0) {
             m.chunkReady = false;
         }
         return result;
     }
 
-    /** Offers a HELLO, HEARTBEAT or GOODBYE. */
+    /**
+     * The header and descriptor of a single-copy message (one chunk of the whole array; its payload is the
+     * array's address in this process), checksummed.
+     */
+    private void prepareRemote(PeerLink link, Outgoing m) {
+        long total = m.bytes.remaining();
+        m.chunkLength = (int) total;
+        m.headerLength = MessageDescriptor.writeHeader(link.header, jobId, MessageDescriptor.DATA, context.rank(),
+                m.tag, m.dtype, m.shape, m.sequence, 0, 1, total, 0, (int) total);
+        MessageDescriptor.putFlags(link.header, MessageDescriptor.REMOTE_PAYLOAD);
+        link.remoteDescriptor.putLong(0, ProcessMemory.address(m.bytes) + m.bytes.position(),
+                java.nio.ByteOrder.LITTLE_ENDIAN);
+        MessageDescriptor.checksumHeader(link.crc, link.header.byteArray(), m.shape.length);
+        link.crc.update(link.remoteDescriptor.byteArray(), 0, MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH);
+        int checksum = (int) link.crc.getValue();
+        if (link.corruptNextChunk) {
+            link.corruptNextChunk = false;
+            checksum ^= 0x5A5A5A5A;                      // the payload is not in the message: damage its checksum
+        }
+        MessageDescriptor.putChecksum(link.header, checksum);
+        link.payload.wrap(link.remoteDescriptor, 0, MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH);
+        m.chunkReady = true;
+    }
+
+    /** Offers a HELLO, HEARTBEAT, GOODBYE or RELEASE (of {@code sequence}). */
     private long offerControl(PeerLink link, byte type) {
+        return offerControl(link, type, 0);
+    }
+
+    private long offerControl(PeerLink link, byte type, long sequence) {
         boolean hello = type == MessageDescriptor.HELLO;
         int payloadLength = hello ? MessageDescriptor.HELLO_PAYLOAD_LENGTH : 0;
         int headerLength = MessageDescriptor.writeHeader(link.control, jobId, type, context.rank(), 0, (byte) 0,
-                new long[0], 0, 0, 1, payloadLength, 0, payloadLength);
+                new long[0], sequence, 0, 1, payloadLength, 0, payloadLength);
         if (hello) {
             boolean waiting = acknowledged.get(link.peer) == 0;
-            MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize(),
-                    waiting ? MessageDescriptor.HELLO_WANTS_ACK : 0, incarnation, peerIncarnations.get(link.peer));
+            int flags = (waiting ? MessageDescriptor.HELLO_WANTS_ACK : 0)
+                    | (transport.readsPeer(link.peer) ? MessageDescriptor.HELLO_READS_YOU : 0);
+            MessageDescriptor.writeHello(link.control, headerLength, helloDigest, context.worldSize(), flags,
+                    incarnation, peerIncarnations.get(link.peer), pid, probeAddress);
         }
         link.control.getBytes(0, link.crcScratch, 0, headerLength + payloadLength);
         MessageDescriptor.checksumHeader(link.crc, link.crcScratch, 0);
@@ -576,6 +688,15 @@ final class SenderAgent implements Agent {
 
     /** Fails the link's peer when its queued data has made no progress for the timeout. */
     private void checkStall(PeerLink link, long now) {
+        Outgoing unread = link.unreleased.peek();
+        if (unread != null && now - unread.offeredNs > timeoutNs) {
+            link.unreleased.poll();
+            Duration waited = Duration.ofNanos(now - unread.offeredNs);
+            String why = "back pressure: the peer has not read the array";
+            fail(unread, new PeerTimeoutException(context.rank(), link.peer, unread.tag, waited, "send (" + why + ")"));
+            transport.failPeer(link.peer, "no send progress for " + waited.toMillis() + " ms (" + why + ")");
+            return;
+        }
         if (link.queue.isEmpty() || now - link.waitingSinceNs <= timeoutNs) {
             return;
         }
@@ -679,6 +800,9 @@ final class SenderAgent implements Agent {
     private void failQueue(PeerLink link, FailureFactory factory) {
         Outgoing m;
         while ((m = link.unsent.poll()) != null) {
+            fail(m, factory.failure(m));
+        }
+        while ((m = link.unreleased.poll()) != null) {
             fail(m, factory.failure(m));
         }
         failQueued(link, factory);
