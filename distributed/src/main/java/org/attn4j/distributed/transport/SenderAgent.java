@@ -415,7 +415,8 @@ final class SenderAgent implements Agent {
 
     /**
      * Asks the sender thread to fail what is queued, tell every connected peer goodbye, and wait until the
-     * goodbyes have left (the driver's sender position passed them); waits at most {@code wait}.
+     * goodbyes have left (the driver's sender position passed them) and the peers released the single-copy arrays
+     * they may still read; waits at most {@code wait}.
      */
     void goodbye(Thread progressThread, Duration wait) throws InterruptedException {
         goodbyeRequested = true;
@@ -776,7 +777,8 @@ final class SenderAgent implements Agent {
                 }
                 link.publication.flush();
                 settle(link);
-                if (link.goodbyeSent && !link.publication.sent(link.goodbyePosition)) {
+                // The peer may still be reading a single-copy array: the caller frees it once its send fails.
+                if (link.goodbyeSent && !link.publication.sent(link.goodbyePosition) || !link.unreleased.isEmpty()) {
                     pending = true;
                 }
             } finally {
