@@ -62,7 +62,7 @@ public final class CollectiveWorker {
             }
             Communicator.world(t).barrier();        // nobody closes while another still needs its messages
             System.out.println("VERDICT rank " + t.rank() + " OK (" + n + " checks, " + t.traffic().total()
-                    + " bytes sent, " + t.droppedMessages() + " dropped)");
+                    + " bytes sent, " + t.droppedMessages() + " dropped, " + t.singleCopyMessages() + " by single copy)");
             return 0;
         } catch (Throwable e) {
             System.out.println("VERDICT rank " + t.rank() + " FAIL after " + n + " checks: " + e);
