@@ -377,16 +377,21 @@ final class SenderAgent implements Agent {
         }
     }
 
-    /** Numbers {@code m} and decides how it travels: by single copy, or in chunks through the link. */
+    /** Numbers {@code m} and decides how it travels, as far as is known before the link is up ({@link #decide}). */
     private void prepare(PeerLink link, Outgoing m) {
         m.sequence = link.nextSequence++;
+        decide(link, m);
+    }
+
+    /**
+     * Decides how {@code m} travels, by single copy or in chunks through the link; again at its first offer, when
+     * the link is up and the peer has said whether it can read this process.
+     */
+    private void decide(PeerLink link, Outgoing m) {
         m.remote = link.singleCopy && peerReadsUs.get(link.peer) == 1
                 && m.bytes.remaining() >= AeronTransportContext.SINGLE_COPY_MIN_BYTES && m.bytes.isDirect();
         m.chunkCount = m.remote ? 1
                 : Math.max(1, (int) ((m.bytes.remaining() + (long) link.chunkBytes - 1) / link.chunkBytes));
-        if (m.remote) {
-            singleCopies.incrementAndGet();
-        }
     }
 
     /** Fails queued sends that the progress thread will no longer see (it has stopped); any thread. */
@@ -505,6 +510,7 @@ final class SenderAgent implements Agent {
     private int service(PeerLink link, long now) {
         String failure = transport.peerFailure(link.peer);
         if (failure != null) {
+            settle(link);                                // what the peer released before it went is done
             if (!link.unsent.isEmpty() || !link.queue.isEmpty()) {
                 link.publication.abandon();            // before the callers may free what it still reads
             }
@@ -548,9 +554,7 @@ final class SenderAgent implements Agent {
             checkStall(link, now);
             return work;
         }
-        long due = releaseDue.get(link.peer);
-        if (due != link.releaseSent && offerControl(link, MessageDescriptor.RELEASE, due) > 0) {
-            link.releaseSent = due;
+        if (releaseDue.get(link.peer) != link.releaseSent && offerDueRelease(link) > 0) {
             link.lastSentNs = now;
             work++;
         }
@@ -591,8 +595,12 @@ final class SenderAgent implements Agent {
 
     /** Offers the current chunk of {@code m}; the header is built once per chunk and reused on retries. */
     private long offerChunk(PeerLink link, Outgoing m) {
-        if (!m.chunkReady && m.remote) {
-            prepareRemote(link, m);
+        if (!m.chunkReady && m.nextChunk == 0) {
+            decide(link, m);
+            if (m.remote) {
+                singleCopies.incrementAndGet();
+                prepareRemote(link, m);
+            }
         }
         if (!m.chunkReady) {
             long total = m.bytes.remaining();
@@ -661,6 +669,23 @@ final class SenderAgent implements Agent {
         MessageDescriptor.putChecksum(link.header, checksum);
         link.payload.wrap(link.remoteDescriptor, 0, MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH);
         m.chunkReady = true;
+    }
+
+    /**
+     * Offers a RELEASE of the peer's single-copy messages this rank has read since the last one, if any.
+     *
+     * @return the offer's result, or 1 when nothing was due
+     */
+    private long offerDueRelease(PeerLink link) {
+        long due = releaseDue.get(link.peer);
+        if (due == link.releaseSent) {
+            return 1;
+        }
+        long result = offerControl(link, MessageDescriptor.RELEASE, due);
+        if (result > 0) {
+            link.releaseSent = due;
+        }
+        return result;
     }
 
     /** Offers a HELLO, HEARTBEAT, GOODBYE or RELEASE (of {@code sequence}). */
@@ -767,7 +792,12 @@ final class SenderAgent implements Agent {
             link.lock.lock();
             try {
                 if (!link.goodbyeSent) {
-                    long result = offerControl(link, MessageDescriptor.GOODBYE);
+                    // The peer's single-copy arrays this rank has read are released first: the peer fails a send
+                    // still unreleased when the goodbye comes.
+                    long result = offerDueRelease(link);
+                    if (result > 0) {
+                        result = offerControl(link, MessageDescriptor.GOODBYE);
+                    }
                     if (result > 0) {
                         link.goodbyeSent = true;
                         link.goodbyePosition = result;

@@ -207,6 +207,11 @@ class AeronTransportTest {
             long waitedMs = (System.nanoTime() - start) / 1_000_000;
             PeerTimeoutException e = assertInstanceOf(PeerTimeoutException.class, t);
             assertTrue(e.getMessage().contains("back pressure") && e.getMessage().contains("tag 2"), e.getMessage());
+            if (kind == Kind.AERON_IPC) {
+                // Over IPC the 32 MB array went by single copy: the peer never read it, so it was never released.
+                assertEquals(1, c.aeron(0).singleCopyMessages());
+                assertTrue(e.getMessage().contains("has not read the array"), e.getMessage());
+            }
             // It gave up, rather than waiting the stall out: no bound on how fast (a loaded machine is slow).
             assertTrue(waitedMs < stall.toMillis(), "failed after " + waitedMs
                     + " ms, with a timeout of " + timeout.toMillis() + " ms and a receiver stalled for "

@@ -64,7 +64,7 @@ final class TestCluster implements AutoCloseable {
         return start(kind, worldSize, timeout, -1, settings);
     }
 
-    private static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank,
+    static TestCluster start(Kind kind, int worldSize, Duration timeout, int lateRank,
                                      UnaryOperator<AeronTransportContext.Builder> settings) {
         TestCluster c = new TestCluster(kind, worldSize);
         if (kind == Kind.IN_JVM) {
