@@ -714,8 +714,10 @@ final class SenderAgent implements Agent {
 
     /** Fails the link's peer when its queued data has made no progress for the timeout. */
     private void checkStall(PeerLink link, long now) {
+        // One heartbeat longer than the timeout, as a receive waits: a peer that died (or lost its driver) is
+        // declared so by its silence first, and only a live peer that does not read fails here.
         Outgoing unread = link.unreleased.peek();
-        if (unread != null && now - unread.offeredNs > timeoutNs) {
+        if (unread != null && now - unread.offeredNs > timeoutNs + heartbeatNs) {
             link.unreleased.poll();
             Duration waited = Duration.ofNanos(now - unread.offeredNs);
             String why = "back pressure: the peer has not read the array";
