@@ -54,7 +54,9 @@ import org.slf4j.LoggerFactory;
  * {@link SenderAgent} (offers), the {@link ReceiverAgent} (polls) and, for a rank alone on its host, its own
  * embedded driver in invoker mode, in one duty cycle ({@link ProgressIdleStrategy}); a send on an idle link is
  * offered on the caller's thread. With {@link AeronTransportContext#aeronDirectory()} set it uses that external
- * driver instead.
+ * driver instead. An array of {@link AeronTransportContext#SINGLE_COPY_MIN_BYTES} or more to a same-host peer goes
+ * by single copy where the kernel allows ({@link AeronTransportContext#singleCopy()}): the log carries its address,
+ * the peer copies it from this process ({@link ProcessMemory}) and releases it, and the send completes then.
  *
  * <p>Wire format: {@link MessageDescriptor}. A connection delivers data only after a HELLO carrying the job
  * token's digest; anything from another job, an unknown rank or a connection without HELLO is dropped and

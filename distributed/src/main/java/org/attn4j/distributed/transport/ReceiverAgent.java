@@ -558,11 +558,21 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             long address = new UnsafeBuffer(descriptor).getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
             String failure = s.summing ? readSum(s, readablePids[s.peer], address)
                     : memory.read(readablePids[s.peer], address, ProcessMemory.address(s.bytes), s.chunkLength);
-            if (failure != null) {
-                s.damage = "could not read the payload from rank " + s.peer + "'s memory: " + failure;
-                if (ProcessMemory.processGone(failure)) {
-                    transport.failPeer(s.peer, "its process is gone (" + failure + ")");
+            if (ProcessMemory.processGone(failure)) {
+                // The peer died with the message unread. Its receive waits on, as for a peer that died before
+                // sending, until the peer's silence fails it (and every later receive from it) within the timeout:
+                // the ranks of a job then learn of a death the same way, each naming the dead rank.
+                if (s.claimed == null) {
+                    s.array.close();
                 }
+                s.claimed = null;
+                s.array = null;
+                s.bytes = null;
+                s.summing = false;
+                s.discarding = true;
+                return;
+            } else if (failure != null) {
+                s.damage = "could not read the payload from rank " + s.peer + "'s memory: " + failure;
             } else {
                 s.chunkWritten = s.chunkLength;
             }

@@ -32,8 +32,11 @@ public interface Transport extends AutoCloseable {
 
     /**
      * Sends a copy of {@code array} to {@code peer} under {@code tag}. The caller may modify or free
-     * {@code array} once the future completes (the bytes have been handed to the wire); not before, since a
-     * transport may read the array's memory until then. An array not contiguous in C order is copied first.
+     * {@code array} once the future completes (the bytes have been handed to the wire, or a same-host peer has
+     * copied them out of this process); not before, since a transport or the peer may read the array's memory
+     * until then: a large array to a same-host peer over Aeron completes once the peer has read it, which it does
+     * when its matching receive is posted, or after a few milliseconds into an array of its own. An array not
+     * contiguous in C order is copied first.
      *
      * @param peer the receiving rank, {@code 0 <= peer < worldSize}
      * @param tag  a non-negative tag; receives match on (source, tag)

@@ -93,7 +93,7 @@ class CommunicatorProcessTest {
             // Over IPC the host's media driver runs in the first rank to start: when that was rank 2, the others
             // lose it with rank 2 and say so (documented), since no publication on the host moves without it.
             assertTrue(line.contains("allGather") && (line.contains("peer rank 2")
-                    || line.contains("lost its media driver")), line);
+                    || line.contains("lost its media driver")), line + "\n" + output());
         }
         assertTrue(failed > 0, "no rank noticed that rank 2 halted mid-ring\n" + output());
     }
