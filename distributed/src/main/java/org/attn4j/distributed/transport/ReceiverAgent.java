@@ -125,6 +125,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     private ByteBuffer sumPiece;
     private final UnsafeBuffer sumPieceBuffer = new UnsafeBuffer(new byte[0]);
     private final byte[] descriptor = new byte[MessageDescriptor.REMOTE_DESCRIPTOR_LENGTH];
+    private final UnsafeBuffer descriptorBuffer = new UnsafeBuffer(descriptor);
     /** Bytes of a summed single-copy payload read per system call: a piece that stays in the core's cache. */
     static final int SUM_PIECE_BYTES = 256 << 10;
     private final byte[] scratch = new byte[MessageDescriptor.MAX_HEADER_LENGTH
@@ -555,7 +556,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             transport.release(s.peer, sequence);
             return;
         } else if (s.damage == null) {
-            long address = new UnsafeBuffer(descriptor).getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+            long address = descriptorBuffer.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
             String failure = s.summing ? readSum(s, readablePids[s.peer], address)
                     : memory.read(readablePids[s.peer], address, ProcessMemory.address(s.bytes), s.chunkLength);
             if (ProcessMemory.processGone(failure)) {
