@@ -518,9 +518,19 @@ public final class TransportBenchCommand implements Callable<Integer> {
         }
     }
 
+    /** Whether the environment variable {@code name} holds one of {@code values}. */
+    private static boolean flagSet(String name, String... values) {
+        String v = System.getenv(name);
+        return v != null && java.util.Arrays.asList(values).contains(v.trim().toLowerCase(java.util.Locale.ROOT));
+    }
+
     private String markdown(List<Row> rows, List<MpiRow> mpi, MachineInfo m, String command) {
+        // Single copy is on unless the environment the workers inherit turns it (or it with IPC checksums) off.
+        boolean singleCopy = !flagSet(AeronTransportContext.ENV_SINGLE_COPY, "0", "false", "off")
+                && !flagSet(AeronTransportContext.ENV_IPC_CHECKSUMS, "1", "true", "on");
         String how = path.equals("ipc") ? "through Aeron IPC (one media driver for the job on this machine, "
-                + "shared-memory logs)" : path.equals("udp") ? "over UDP loopback (a media driver each, as between hosts)"
+                + (singleCopy ? "shared-memory logs for arrays under 64 KiB; larger ones the receiver copies once, "
+                + "straight from the sender's memory)" : "shared-memory logs)") : path.equals("udp") ? "over UDP loopback (a media driver each, as between hosts)"
                 : "over TCP loopback (one connection per direction and pair, as between hosts)";
         StringBuilder b = new StringBuilder(MarkdownSection.opening("Transport: Aeron between worker processes",
                 command, m, "Worker JVMs on this machine send float32 arrays to each other " + how + "; GB = 10^9 "
