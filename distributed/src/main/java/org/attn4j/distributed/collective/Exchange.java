@@ -231,7 +231,7 @@ final class Exchange<T> {
      */
     void fail(Throwable e) {
         Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
-        if (result.isDone() || !failing.compareAndSet(false, true)) {
+        if (result.isDone()) {
             return;
         }
         CollectiveException failure = cause instanceof CollectiveException c ? c
@@ -240,14 +240,17 @@ final class Exchange<T> {
             // A member that closes mid-collective is usually leaving because another member failed, and it sent
             // the notice naming that member just before its goodbye. The goodbye can overtake the notice here
             // (notices are handled on a pool thread), so wait briefly: a notice that arrives fails this call first
-            // (failQuietly), naming the member that really failed.
-            failing.set(false);
+            // (failQuietly), naming the member that really failed. The call is not marked failing meanwhile, not
+            // even for an instant: a notice arriving then would be dropped.
             CompletableFuture.delayedExecutor(LEFT_GRACE_MS, java.util.concurrent.TimeUnit.MILLISECONDS)
                     .execute(() -> {
                         if (failing.compareAndSet(false, true)) {
                             result.completeExceptionally(failure);
                         }
                     });
+            return;
+        }
+        if (!failing.compareAndSet(false, true)) {
             return;
         }
         CompletableFuture<Void> told;

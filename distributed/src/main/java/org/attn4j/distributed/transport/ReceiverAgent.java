@@ -560,10 +560,13 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             String failure = s.summing ? readSum(s, readablePids[s.peer], address)
                     : memory.read(readablePids[s.peer], address, ProcessMemory.address(s.bytes), s.chunkLength);
             if (ProcessMemory.processGone(failure)) {
-                // The peer died with the message unread. Its receive waits on, as for a peer that died before
-                // sending, until the peer's silence fails it (and every later receive from it) within the timeout:
-                // the ranks of a job then learn of a death the same way, each naming the dead rank.
-                if (s.claimed == null) {
+                // The peer died with the message unread: it fails now, and with it this receive and every later one
+                // from it (the collectives tell the other ranks, naming it).
+                String why = "its process is gone (" + failure + ")";
+                transport.failPeer(s.peer, why);
+                if (s.claimed != null) {
+                    mailbox.finishClaimed(s.claimed, new PeerFailedException(rank, s.peer, s.tag, why));
+                } else {
                     s.array.close();
                 }
                 s.claimed = null;
