@@ -20,7 +20,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Matcher;
@@ -94,8 +93,6 @@ public final class AeronTransport implements Transport {
      * reads it back ({@link ProcessMemory}) can take single-copy messages from this process.
      */
     private final ByteBuffer probe = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder()).putLong(0, incarnation);
-    /** Per peer, set by the receiver thread: 1 once this process read the peer's probe. */
-    private final AtomicIntegerArray readsPeer;
     /** This rank's own driver (alone on its host), run by the progress thread; null otherwise. */
     private MediaDriver driver;
     private String driverDirectory;
@@ -130,7 +127,6 @@ public final class AeronTransport implements Transport {
         this.mailbox = new Mailbox(context.rank(), context.worldSize(),
                 context.timeout().plus(context.heartbeatInterval()));
         this.peerFailures = new AtomicReferenceArray<>(context.worldSize());
-        this.readsPeer = new AtomicIntegerArray(context.worldSize());
         try {
             start();
         } catch (RuntimeException e) {
@@ -211,11 +207,12 @@ public final class AeronTransport implements Transport {
         if (tcpPeers > 0) {
             tcpInbound = new TcpInbound(context.bindAddress(), context.port(context.rank()), tcpPeers, maxRecord);
         }
-        if (ipc != null && context.singleCopy()) {
+        boolean singleCopy = ipc != null && context.singleCopy();
+        if (singleCopy) {
             ProcessMemory.allowReaders();
         }
-        sender = new SenderAgent(this, context, token, incarnation,
-                ipc != null && context.singleCopy() ? ProcessMemory.address(probe) : 0, links);
+        sender = new SenderAgent(this, context, token, incarnation, singleCopy ? ProcessMemory.address(probe) : 0,
+                links);
         receiver = new ReceiverAgent(this, context, token, udp, ipc, tcpInbound, mailbox);
         List<Agent> agents = new ArrayList<>();
         if (driverInvoker != null) {
@@ -597,14 +594,9 @@ public final class AeronTransport implements Transport {
         wakeProgress();
     }
 
-    /** This process read {@code peer}'s probe: it can take single-copy messages from it. Receiver thread. */
-    void canReadPeer(int peer) {
-        readsPeer.set(peer, 1);
-    }
-
-    /** Whether this process can read {@code peer}'s memory (its HELLOs say so). */
+    /** Whether this process can read {@code peer}'s memory (its HELLOs say so); progress thread. */
     boolean readsPeer(int peer) {
-        return readsPeer.get(peer) == 1;
+        return receiver.readsPeer(peer);
     }
 
     /** {@code peer} released this rank's single-copy messages up to {@code sequence}; progress thread. */

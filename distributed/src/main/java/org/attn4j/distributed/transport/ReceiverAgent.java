@@ -192,6 +192,11 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         return direct.get();
     }
 
+    /** Whether this process read {@code peer}'s probe, so can take single-copy messages from it; progress thread. */
+    boolean readsPeer(int peer) {
+        return readablePids[peer] != 0;
+    }
+
     /** The peer that sent a valid HELLO on {@code sessionId}, or null. */
     Integer peerOfSession(int sessionId) {
         return sessionPeers.get(sessionId);
@@ -424,7 +429,6 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         }
         if (ProcessMemory.available() && memory.probe(pid, address, incarnation)) {
             readablePids[peer] = pid;
-            transport.canReadPeer(peer);
         } else {
             LOG.warn("rank {}: cannot read the memory of rank {} on this host (process_vm_readv {}); large arrays "
                     + "from it go through the shared log, one copy more", rank, peer,
@@ -552,7 +556,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         } else if (!s.ipc || readablePids[s.peer] == 0) {
             s.damage = "a single-copy message from a peer whose memory this rank cannot read";
         } else if (s.claimed != null && s.claimed.abandoned != null) {
-            abandon(s);
+            abandon(s, null);
             transport.release(s.peer, sequence);
             return;
         } else if (s.damage == null) {
@@ -564,16 +568,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
                 // from it (the collectives tell the other ranks, naming it).
                 String why = "its process is gone (" + failure + ")";
                 transport.failPeer(s.peer, why);
-                if (s.claimed != null) {
-                    mailbox.finishClaimed(s.claimed, new PeerFailedException(rank, s.peer, s.tag, why));
-                } else {
-                    s.array.close();
-                }
-                s.claimed = null;
-                s.array = null;
-                s.bytes = null;
-                s.summing = false;
-                s.discarding = true;
+                abandon(s, new PeerFailedException(rank, s.peer, s.tag, why));
                 return;
             } else if (failure != null) {
                 s.damage = "could not read the payload from rank " + s.peer + "'s memory: " + failure;
@@ -666,7 +661,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             return;
         }
         if (s.claimed != null && s.claimed.abandoned != null) {
-            abandon(s);
+            abandon(s, null);
             return;
         }
         if (s.chunkWritten + length > s.chunkLength) {
@@ -699,11 +694,16 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     }
 
     /**
-     * The peer failed while its message was being written into a receive's array: the receive fails (no more
-     * writes into that array, which its caller may free) and the rest of the message is skipped.
+     * The peer failed while its message was being written: a receive's array gets no more writes (its caller may
+     * free it) and the receive fails with the peer's failure (or {@code failure}); a new array is freed. The rest
+     * of the message is skipped.
      */
-    private void abandon(Session s) {
-        mailbox.finishClaimed(s.claimed, null);
+    private void abandon(Session s, TransportException failure) {
+        if (s.claimed != null) {
+            mailbox.finishClaimed(s.claimed, failure);
+        } else if (s.array != null) {
+            s.array.close();
+        }
         s.claimed = null;
         s.array = null;
         s.bytes = null;
