@@ -316,10 +316,15 @@ class AeronTransportTest {
             h.release(java.time.Duration.ZERO);
         }
         long deadline = System.nanoTime() + 10_000_000_000L;
-        while (java.nio.file.Files.exists(dir.resolve("cnc.dat")) && System.nanoTime() < deadline) {
+        // The watcher deletes the directory, then the lock file beside it: wait for both, lest the test's own
+        // cleanup race the watcher for the lock file.
+        java.nio.file.Path lock = root.resolve(dir.getFileName() + ".lock");
+        while ((java.nio.file.Files.exists(dir.resolve("cnc.dat")) || java.nio.file.Files.exists(lock))
+                && System.nanoTime() < deadline) {
             Thread.sleep(20);
         }
         assertFalse(java.nio.file.Files.exists(dir.resolve("cnc.dat")), "closed once unused, its directory deleted");
+        assertFalse(java.nio.file.Files.exists(lock), "and its lock file");
     }
 
     @Test
