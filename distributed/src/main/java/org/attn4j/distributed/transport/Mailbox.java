@@ -87,6 +87,8 @@ final class Mailbox {
     private final Set<Waiter> claimed = new HashSet<>();
     /** Whether a claimed receive was abandoned and waits for {@link #reapAbandoned}. */
     private volatile boolean abandonedDue;
+    /** Test hook: run by {@link #receive} between its look for an arrived message and its posting of a waiter. */
+    volatile Runnable betweenLooks;
 
     /**
      * @param rank      the owning rank, for messages
@@ -141,17 +143,22 @@ final class Mailbox {
                 return CompletableFuture.failedFuture(e);
             }
         }
+        Runnable hook = betweenLooks;
+        if (hook != null) {
+            hook.run();
+        }
         synchronized (this) {
             if (closedReason != null) {
                 return CompletableFuture.failedFuture(closed(peer, tag));
             }
-            if (peerFailure[peer] != null) {
-                return CompletableFuture.failedFuture(new PeerFailedException(rank, peer, tag, peerFailure[peer]));
-            }
             ArrayDeque<Object> queue = arrived.get(key(peer, tag));
             if (queue != null && !queue.isEmpty()) {
-                // Arrived between the two locks: take it as above.
+                // Arrived between the two locks: take it as above. Before the peer's failure: a peer that sent its
+                // last message and closed at once leaves both here together, the message first.
                 return receive(peer, tag, into, addend, completion);
+            }
+            if (peerFailure[peer] != null) {
+                return CompletableFuture.failedFuture(new PeerFailedException(rank, peer, tag, peerFailure[peer]));
             }
             w = new Waiter(peer, tag, into, addend, completion);
             waiting.computeIfAbsent(key(peer, tag), k -> new ArrayDeque<>()).add(w);
