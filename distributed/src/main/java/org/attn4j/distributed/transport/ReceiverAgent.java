@@ -352,8 +352,14 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         }
         int source = MessageDescriptor.sourceRank(header);
         if (s.peer < 0 || source != s.peer) {
-            drop(s, s.peer < 0 ? "no HELLO on this connection" : "claims rank " + source + " on rank " + s.peer
-                    + "'s connection");
+            if (s.peer < 0 && !s.tcp) {
+                // This job's id but no HELLO first on an Aeron image: the rest of the log of a transport this job
+                // closed (a worker that opens its transports one after another), which this one joined part way.
+                dropQuietly(s, "no HELLO on this connection: the end of a closed transport of this job");
+            } else {
+                drop(s, s.peer < 0 ? "no HELLO on this connection" : "claims rank " + source + " on rank " + s.peer
+                        + "'s connection");
+            }
             return;
         }
         lastHeardNs[s.peer] = System.nanoTime();
@@ -393,8 +399,12 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
                 || source == rank) {
             drop(s, "HELLO from rank " + source + " of a world of " + worldSize + "; this is rank " + rank
                     + " of " + context.worldSize());
-        } else if (s.peer != source && (s.peer >= 0 || helloReceived[source])) {
-            drop(s, "HELLO from rank " + source + ", which is already connected");
+        } else if (s.peer >= 0 && s.peer != source) {
+            drop(s, "HELLO from rank " + source + " on rank " + s.peer + "'s connection");
+        } else if (s.peer < 0 && helloReceived[source]) {
+            // With the job's token: that rank's next transport, opened while this one still talks to its last.
+            dropQuietly(s, "HELLO from rank " + source + ", which is already connected: its next transport, "
+                    + "connected once this one closes");
         } else {
             if (s.peer != source) {
                 s.peer = source;
@@ -822,6 +832,16 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         } else {
             LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
         }
+    }
+
+    /**
+     * Drops what a worker that opens its transports one after another leaves behind: counted, and logged at debug
+     * only, since it is no sign of trouble.
+     */
+    private void dropQuietly(Session s, String why) {
+        dropped.incrementAndGet();
+        s.discarding = true;
+        LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
     }
 
     private void countCorrupt(Session s, String why) {
