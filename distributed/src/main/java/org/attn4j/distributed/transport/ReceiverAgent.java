@@ -822,16 +822,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     }
 
     private void drop(Session s, String why) {
-        dropped.incrementAndGet();
-        s.discarding = true;
-        // Once per connection at warn: a foreign sender could otherwise flood the log.
-        if (!s.droppedBefore) {
-            s.droppedBefore = true;
-            LOG.warn("rank {}: dropped a message on connection {}: {} (further drops on it are counted only)",
-                    rank, s.sessionId, why);
-        } else {
-            LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
-        }
+        drop(s, why, false);
     }
 
     /**
@@ -839,9 +830,20 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
      * only, since it is no sign of trouble.
      */
     private void dropQuietly(Session s, String why) {
+        drop(s, why, true);
+    }
+
+    private void drop(Session s, String why, boolean expected) {
         dropped.incrementAndGet();
         s.discarding = true;
-        LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
+        // Once per connection at warn: a foreign sender could otherwise flood the log.
+        if (!expected && !s.droppedBefore) {
+            s.droppedBefore = true;
+            LOG.warn("rank {}: dropped a message on connection {}: {} (further drops on it are counted only)",
+                    rank, s.sessionId, why);
+        } else {
+            LOG.debug("rank {}: dropped a message on connection {}: {}", rank, s.sessionId, why);
+        }
     }
 
     private void countCorrupt(Session s, String why) {
