@@ -111,18 +111,18 @@ public final class CollectiveWorker {
     private static int die(AeronTransport t, int dead) {
         Communicator c = Communicator.world(t);
         c.barrier();
-        CollectiveHandle<?> h = c.allGatherAsync(Nd4j.ones(DataType.FLOAT, 4 << 20));
+        CollectiveHandle<java.util.List<INDArray>> h = c.allGatherAsync(Nd4j.ones(DataType.FLOAT, 4 << 20));
         if (t.rank() == dead) {
             System.out.println("rank " + dead + " halts now");
             System.out.flush();
             Runtime.getRuntime().halt(3);
         }
         try {
-            INDArray gathered = (INDArray) h.join();
+            java.util.List<INDArray> gathered = h.join();
             // Possible when the dead rank's block had gone out (or been read) before it halted: then every block
             // is in place.
-            boolean complete = gathered.length() == 4L * (4 << 20) && gathered.minNumber().doubleValue() == 1
-                    && gathered.maxNumber().doubleValue() == 1;
+            boolean complete = gathered.size() == t.worldSize() && gathered.stream().allMatch(b ->
+                    b.length() == 4 << 20 && b.minNumber().doubleValue() == 1 && b.maxNumber().doubleValue() == 1);
             System.out.println("rank " + t.rank() + ": the all-gather succeeded after rank " + dead + " halted, "
                     + (complete ? "every block in place" : "BLOCKS MISSING"));
             return complete ? 0 : 5;
