@@ -262,6 +262,13 @@ public final class AeronTransport implements Transport {
     /** How long Aeron clients wait for a silent driver, and how old a driver's heartbeat may be to count as live. */
     private static final long DRIVER_TIMEOUT_MS = 10_000;
 
+    /**
+     * How old another process's driver heartbeat may be when a stalled send asks whether the driver lives. Aeron's
+     * driver writes that heartbeat once per timer interval (1 s by default), so a threshold of one interval called
+     * a live driver lost whenever a check fell just before the next write.
+     */
+    private static final long DRIVER_LIVENESS_MS = 3_000;
+
     /** The IPC stream on which {@code rank} receives. */
     private int ipcStream(int rank) {
         return context.streamId() + 1 + rank;
@@ -693,17 +700,27 @@ public final class AeronTransport implements Transport {
     }
 
     /**
-     * Whether the media driver showed a heartbeat within the last second. A stalled send over Aeron asks before
-     * blaming its peer: with the driver gone (it lives in another rank's process when ranks share a host) no
-     * publication moves, whichever peer it goes to. Any thread; maps the driver's control file, so only for such
-     * rare checks.
+     * Whether the media driver is alive. A stalled send over Aeron asks before blaming its peer: with the driver
+     * gone (it lives in another rank's process when ranks share a host) no publication moves, whichever peer it
+     * goes to. A driver in this process (this rank's own, or the host's when this rank started it) lives as long
+     * as the transport. Another process's driver is alive when its heartbeat is at most
+     * {@value #DRIVER_LIVENESS_MS} ms old. Any thread; maps the driver's control file, so only for such rare
+     * checks.
      */
     boolean driverAlive() {
+        if (driver != null || hostsMediaDriver()) {
+            return true;
+        }
         try {
-            return aeron.context().isDriverActive(1000, message -> { });
+            return aeron.context().isDriverActive(DRIVER_LIVENESS_MS, message -> { });
         } catch (RuntimeException e) {
             return false;
         }
+    }
+
+    /** The directory of the media driver this transport uses (test hook). */
+    String aeronDirectoryName() {
+        return aeron.context().aeronDirectoryName();
     }
 
     /** Fails every peer: this rank lost its media driver. Any thread. */

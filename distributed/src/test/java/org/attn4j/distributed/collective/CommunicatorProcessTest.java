@@ -184,7 +184,7 @@ class CommunicatorProcessTest {
                 // The job's host driver (and its lock files): gone once no live driver runs in it.
                 Path dir = Path.of(name.contains(".") ? d.toString().substring(0, d.toString().indexOf('.',
                         d.toString().lastIndexOf('/'))) : d.toString());
-                gone = !io.aeron.CommonContext.isDriverActive(dir.toFile(), 1000, msg -> { });
+                gone = !io.aeron.CommonContext.isDriverActive(dir.toFile(), 3000, msg -> { });
             } else {
                 long pid = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
                 gone = ProcessHandle.of(pid).isEmpty();

@@ -64,6 +64,49 @@ class AeronTransportTest {
 
     @Test
     @Timeout(30)
+    void countsADriverAliveBetweenItsHeartbeatsAndOneLongSilentAsLost() throws Exception {
+        // Aeron's driver writes its heartbeat once a second: a driver whose last one is two seconds old lives.
+        String dir = new File(shmRoot(), "attn4j-test-heartbeat-" + ProcessHandle.current().pid()).getPath();
+        try (MediaDriver driver = MediaDriver.launch(new MediaDriver.Context().aeronDirectoryName(dir)
+                .threadingMode(ThreadingMode.SHARED).dirDeleteOnStart(true).dirDeleteOnShutdown(true));
+             AeronTransport t = new AeronTransport(AeronTransportContext.builder().endpoints(freeEndpoints())
+                     .jobToken(TOKEN).rank(0).aeronDirectory(driver.aeronDirectoryName()).build())) {
+            assertFalse(t.hostsMediaDriver());
+            setDriverHeartbeat(t, System.currentTimeMillis() - 2_000);
+            assertTrue(t.driverAlive(), "a driver whose heartbeat is 2 s old counted as lost");
+            // One silent for ten seconds is gone. The driver may write a fresh heartbeat between the two calls:
+            // a few tries.
+            boolean lost = false;
+            for (int i = 0; i < 3 && !lost; i++) {
+                setDriverHeartbeat(t, System.currentTimeMillis() - 10_000);
+                lost = !t.driverAlive();
+            }
+            assertTrue(lost, "a driver silent for 10 s counted as alive");
+        }
+        // A driver in this process lives as long as the transport, whatever its heartbeat says.
+        AeronTransportContext.Builder b = AeronTransportContext.builder().endpoints(freeEndpoints()).jobToken(TOKEN)
+                .sameHostIpc(false).rank(0);
+        try (AeronTransport t = new AeronTransport(b.build())) {
+            setDriverHeartbeat(t, 0);
+            assertTrue(t.driverAlive(), "this rank's own driver counted as lost");
+        }
+    }
+
+    /** Overwrites the heartbeat time (epoch ms) that the media driver of {@code t} last wrote. */
+    private static void setDriverHeartbeat(AeronTransport t, long epochMs) {
+        java.nio.MappedByteBuffer cnc = org.agrona.IoUtil.mapExistingFile(
+                new File(t.aeronDirectoryName(), io.aeron.CncFileDescriptor.CNC_FILE), "cnc");
+        try {
+            UnsafeBuffer meta = io.aeron.CncFileDescriptor.createMetaDataBuffer(cnc);
+            new org.agrona.concurrent.ringbuffer.ManyToOneRingBuffer(
+                    io.aeron.CncFileDescriptor.createToDriverBuffer(cnc, meta)).consumerHeartbeatTime(epochMs);
+        } finally {
+            org.agrona.IoUtil.unmap(cnc);
+        }
+    }
+
+    @Test
+    @Timeout(30)
     void deletesTheEmbeddedDriverDirectoryOnClose() throws Exception {
         String token = "dir-test-" + System.nanoTime();
         String prefix = "attn4j-" + new JobToken(token) + "-rank";
@@ -205,7 +248,7 @@ class AeronTransportTest {
             long start = System.nanoTime();
             Throwable t = failure(c.rank(0).send(1, 2, pattern(DataType.FLOAT, new long[] {8 << 20}, 2)));
             long waitedMs = (System.nanoTime() - start) / 1_000_000;
-            PeerTimeoutException e = assertInstanceOf(PeerTimeoutException.class, t);
+            PeerTimeoutException e = assertInstanceOf(PeerTimeoutException.class, t, () -> String.valueOf(t));
             assertTrue(e.getMessage().contains("back pressure") && e.getMessage().contains("tag 2"), e.getMessage());
             if (kind == Kind.AERON_IPC) {
                 // Over IPC the 32 MB array went by single copy: the peer never read it, so it was never released.
