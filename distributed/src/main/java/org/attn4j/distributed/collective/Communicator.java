@@ -545,14 +545,22 @@ public final class Communicator {
             ex.fail(e);
             result = ex.result();
         }
+        // The caller sees the call done only once this communicator has recorded it: a later call made as soon
+        // as this one failed is refused, never started.
+        CompletableFuture<T> done = new CompletableFuture<>();
         result.whenComplete((v, e) -> {
             live.remove(ex);
             inFlight.decrementAndGet();
             if (e != null && failure == null) {
                 failure = e;
             }
+            if (e != null) {
+                done.completeExceptionally(e);
+            } else {
+                done.complete(v);
+            }
         });
-        return new CollectiveHandle<>(ex.description(), result, ex.bytesSent()::sum);
+        return new CollectiveHandle<>(ex.description(), done, ex.bytesSent()::sum);
     }
 
     /**

@@ -124,8 +124,10 @@ public final class AeronTransport implements Transport {
         // A receive waits one heartbeat longer than the timeout: a peer is declared dead after the timeout of
         // silence (checked every half heartbeat), so when the receive was posted as another peer died, that
         // peer's death (which every call then names) comes first, not a timeout on a live peer that waited for it.
+        // A receive about to time out applies the silence rule to its peer first (checkSilence): a peer that fell
+        // silent is named as failed even when the receiving thread has not looked yet.
         this.mailbox = new Mailbox(context.rank(), context.worldSize(),
-                context.timeout().plus(context.heartbeatInterval()));
+                context.timeout().plus(context.heartbeatInterval()), this::checkSilence);
         this.peerFailures = new AtomicReferenceArray<>(context.worldSize());
         try {
             start();
@@ -721,6 +723,17 @@ public final class AeronTransport implements Transport {
     /** The directory of the media driver this transport uses (test hook). */
     String aeronDirectoryName() {
         return aeron.context().aeronDirectoryName();
+    }
+
+    /**
+     * Fails {@code peer} now if it has been silent for the timeout, as the receiving thread would on its next
+     * check (or this rank's driver, when that is what fell silent). Any thread.
+     */
+    void checkSilence(int peer) {
+        ReceiverAgent r = receiver;
+        if (r != null) {
+            r.checkSilence(peer);
+        }
     }
 
     /** Fails every peer: this rank lost its media driver. Any thread. */

@@ -13,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntConsumer;
 
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
@@ -76,6 +77,7 @@ final class Mailbox {
 
     private final int rank;
     private final Duration timeout;
+    private final IntConsumer beforeTimeout;
     /** Per (source, tag): arrived arrays, or the {@link TransportException} of a message that arrived damaged. */
     private final Map<Long, ArrayDeque<Object>> arrived = new HashMap<>();
     private final Map<Long, ArrayDeque<Waiter>> waiting = new HashMap<>();
@@ -96,9 +98,18 @@ final class Mailbox {
      * @param timeout   how long a receive may wait
      */
     Mailbox(int rank, int worldSize, Duration timeout) {
+        this(rank, worldSize, timeout, peer -> { });
+    }
+
+    /**
+     * As above, {@code beforeTimeout} run (on the timer's thread) when a receive from a peer is about to time
+     * out: it may fail that peer ({@link #failPeer}), and the receive fails with it instead.
+     */
+    Mailbox(int rank, int worldSize, Duration timeout, IntConsumer beforeTimeout) {
         this.rank = rank;
         this.timeout = timeout;
         this.peerFailure = new String[worldSize];
+        this.beforeTimeout = beforeTimeout;
     }
 
     /** The next message from {@code peer} under {@code tag}; see {@link Transport#receive}. */
@@ -406,6 +417,7 @@ final class Mailbox {
     }
 
     private void expire(Waiter w) {
+        beforeTimeout.accept(w.peer);
         synchronized (this) {
             ArrayDeque<Waiter> queue = waiting.get(key(w.peer, w.tag));
             if (queue == null || !queue.remove(w)) {

@@ -5,6 +5,7 @@ import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.zip.CRC32C;
 
 import io.aeron.Subscription;
@@ -114,7 +115,8 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     private final Int2ObjectHashMap<Session> sessions = new Int2ObjectHashMap<>();
     /** Session id to peer rank, read by the image-unavailable handler on Aeron's conductor thread. */
     private final Map<Integer, Integer> sessionPeers = new ConcurrentHashMap<>();
-    private final long[] lastHeardNs;
+    /** When each peer was last heard (0: never); written by this agent, read by any thread ({@link #checkSilence}). */
+    private final AtomicLongArray lastHeardNs;
     private final boolean[] helloReceived;
     /** Per peer: its process id once this process read its probe (single copy), else 0. */
     private final long[] readablePids;
@@ -166,7 +168,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
         this.rank = context.rank();
         this.timeoutNs = context.timeout().toNanos();
         this.livenessCheckNs = context.heartbeatInterval().toNanos() / 2;
-        this.lastHeardNs = new long[context.worldSize()];
+        this.lastHeardNs = new AtomicLongArray(context.worldSize());
         this.helloReceived = new boolean[context.worldSize()];
         this.readablePids = new long[context.worldSize()];
         this.probed = new boolean[context.worldSize()];
@@ -362,7 +364,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
             }
             return;
         }
-        lastHeardNs[s.peer] = System.nanoTime();
+        lastHeardNs.setRelease(s.peer, System.nanoTime());
         if (type == MessageDescriptor.DATA) {
             onDataStart(s, buffer, offset, length, headerLength, arrayRank);
         } else if (type == MessageDescriptor.HEARTBEAT || type == MessageDescriptor.GOODBYE
@@ -414,7 +416,7 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
                 helloReceived[source] = true;
                 LOG.debug("rank {}: rank {} connected (session {})", rank, source, s.sessionId);
             }
-            lastHeardNs[source] = System.nanoTime();
+            lastHeardNs.setRelease(source, System.nanoTime());
             long peerIncarnation = MessageDescriptor.helloIncarnation(header, headerLength);
             if (s.ipc && !probed[source]) {
                 probe(source, MessageDescriptor.helloPid(header, headerLength),
@@ -808,17 +810,37 @@ final class ReceiverAgent implements Agent, ControlledFragmentHandler, TcpInboun
     }
 
     private void checkLiveness(long now) {
-        for (int p = 0; p < lastHeardNs.length; p++) {
-            if (helloReceived[p] && now - lastHeardNs[p] > timeoutNs && transport.peerFailure(p) == null) {
-                // A peer heard through the media driver falls silent with it: when the host's driver died (with
-                // the rank that ran it), every such peer goes quiet at once, and none of them is to blame.
-                if (!context.tcpPeer(p) && !transport.driverAlive()) {
-                    transport.driverLost();
-                    return;
-                }
-                transport.failPeer(p, "silent for " + (now - lastHeardNs[p]) / 1_000_000 + " ms (no heartbeat)");
+        for (int p = 0; p < lastHeardNs.length(); p++) {
+            if (helloReceived[p] && checkSilence(p, now)) {
+                return;
             }
         }
+    }
+
+    /**
+     * Applies the liveness rule to {@code peer} now, from any thread: a receive or a send about to time out on
+     * it asks first, so that a peer silent for the timeout is named as failed whichever thread gets there first.
+     */
+    void checkSilence(int peer) {
+        if (lastHeardNs.get(peer) != 0) {
+            checkSilence(peer, System.nanoTime());
+        }
+    }
+
+    /** Fails {@code peer} if it has been silent for the timeout; whether this rank lost its driver instead. */
+    private boolean checkSilence(int peer, long now) {
+        long silentNs = now - lastHeardNs.get(peer);
+        if (silentNs <= timeoutNs || transport.peerFailure(peer) != null) {
+            return false;
+        }
+        // A peer heard through the media driver falls silent with it: when the host's driver died (with the rank
+        // that ran it), every such peer goes quiet at once, and none of them is to blame.
+        if (!context.tcpPeer(peer) && !transport.driverAlive()) {
+            transport.driverLost();
+            return true;
+        }
+        transport.failPeer(peer, "silent for " + silentNs / 1_000_000 + " ms (no heartbeat)");
+        return false;
     }
 
     private void drop(Session s, String why) {

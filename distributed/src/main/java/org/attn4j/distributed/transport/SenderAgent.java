@@ -717,7 +717,17 @@ final class SenderAgent implements Agent {
         // One heartbeat longer than the timeout, as a receive waits: a peer that died (or lost its driver) is
         // declared so by its silence first, and only a live peer that does not read fails here.
         Outgoing unread = link.unreleased.peek();
-        if (unread != null && now - unread.offeredNs > timeoutNs + heartbeatNs) {
+        boolean unreadStuck = unread != null && now - unread.offeredNs > timeoutNs + heartbeatNs;
+        boolean queueStuck = !link.queue.isEmpty() && now - link.waitingSinceNs > timeoutNs;
+        if (unreadStuck || queueStuck) {
+            // A peer silent for the timeout (or a lost driver) is named as such, not as back pressure; the queue
+            // then fails with the peer on the next cycle.
+            transport.checkSilence(link.peer);
+            if (transport.peerFailure(link.peer) != null) {
+                return;
+            }
+        }
+        if (unreadStuck) {
             link.unreleased.poll();
             Duration waited = Duration.ofNanos(now - unread.offeredNs);
             String why = "back pressure: the peer has not read the array";
@@ -725,7 +735,7 @@ final class SenderAgent implements Agent {
             transport.failPeer(link.peer, "no send progress for " + waited.toMillis() + " ms (" + why + ")");
             return;
         }
-        if (link.queue.isEmpty() || now - link.waitingSinceNs <= timeoutNs) {
+        if (!queueStuck) {
             return;
         }
         if (!(link.publication instanceof TcpOutbound) && !transport.driverAlive()) {

@@ -3,6 +3,7 @@ package org.attn4j.distributed.launch;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -10,13 +11,14 @@ import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /** A process without the job token cannot inject data into a job over the real Aeron transport. */
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class JobTokenProcessTest {
 
     @Test
-    void aProcessWithoutTheTokenCannotInjectData() throws Exception {
+    void aProcessWithoutTheTokenCannotInjectData(@TempDir Path dir) throws Exception {
         // One launch of three processes: ranks 0 and 1 form a job of two (over IPC, sharing this host); the third
         // claims to be rank 1 of that job (it knows rank 0's endpoint) but has another token. It comes over UDP:
         // the job's IPC logs live in a driver directory named after the job, which another token never finds.
@@ -26,6 +28,7 @@ class JobTokenProcessTest {
         LaunchResult r = LocalLauncher.builder(3, TokenWorker.class.getName()).heap("512m").ports(ports)
                 .timeout(Duration.ofSeconds(80)).output(out::add, out::add)
                 .env(WorkerEnvironment.WORLD_SIZE, "2").env(WorkerEnvironment.TIMEOUT_MS, "20000")
+                .env("ATTN4J_TEST_DROPS_SEEN", dir.resolve("drops-seen").toString())
                 .rankEnv(0, WorkerEnvironment.PEERS, job).rankEnv(0, "ATTN4J_TEST_ROLE", "victim")
                 .rankEnv(1, WorkerEnvironment.PEERS, job).rankEnv(1, "ATTN4J_TEST_ROLE", "genuine")
                 .rankEnv(2, WorkerEnvironment.RANK, "1").rankEnv(2, "ATTN4J_TEST_ROLE", "intruder")

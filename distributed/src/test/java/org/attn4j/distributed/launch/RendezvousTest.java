@@ -80,11 +80,11 @@ class RendezvousTest {
 
     @Test
     void ranksThatNeverArriveAreNamedByEveryRankWithinTheTimeout() {
-        Future<WorkerEnvironment> r0 = start(env(0, 4, TOKEN, 2_000));
-        Future<WorkerEnvironment> r2 = start(env(2, 4, TOKEN, 2_000));
+        Future<WorkerEnvironment> r0 = start(env(0, 4, TOKEN, 4_000));
+        Future<WorkerEnvironment> r2 = start(env(2, 4, TOKEN, 4_000));
         for (Future<WorkerEnvironment> f : List.of(r0, r2)) {
             String m = failure(f);
-            assertTrue(m.contains("ranks 1, 3 of 4 never arrived within 2 s"), m);
+            assertTrue(m.contains("ranks 1, 3 of 4 never arrived within 4 s"), m);
         }
     }
 

@@ -1,5 +1,7 @@
 package org.attn4j.distributed.launch;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -13,7 +15,9 @@ import org.nd4j.linalg.factory.Nd4j;
  * Workers of the job-token test, by {@code ATTN4J_TEST_ROLE}: the {@code victim} (rank 0) waits until its
  * transport has dropped foreign messages, then takes the array rank 1 sends under tag 7 and checks it is the
  * genuine one; the {@code genuine} rank 1 sends it when told; the {@code intruder} claims to be rank 1 with
- * another token and sends poison under tag 7 to rank 0. Each prints {@code VERDICT ...} and exits 0 or 1.
+ * another token and sends poison under tag 7 to rank 0, and keeps its transport open until the victim has
+ * dropped enough (the victim creates the file {@code ATTN4J_TEST_DROPS_SEEN} names). Each prints
+ * {@code VERDICT ...} and exits 0 or 1.
  */
 public final class TokenWorker {
 
@@ -21,6 +25,11 @@ public final class TokenWorker {
     private static final int GO_TAG = 1;
 
     private TokenWorker() {
+    }
+
+    /** The file the victim creates once it has dropped enough of the intruder's messages. */
+    private static Path dropsSeen() {
+        return Path.of(System.getenv("ATTN4J_TEST_DROPS_SEEN"));
     }
 
     /** The array the genuine rank 1 sends; the intruder sends its negation. */
@@ -52,6 +61,7 @@ public final class TokenWorker {
             Thread.sleep(50);
         }
         long dropped = t.droppedMessages();
+        Files.createFile(dropsSeen());
         t.send(1, GO_TAG, Nd4j.zeros(DataType.FLOAT, 1)).join();
         INDArray got = t.receive(1, DATA_TAG).join();
         // Nothing else may be queued under the data tag: no poison got through before or after the genuine array.
@@ -88,7 +98,11 @@ public final class TokenWorker {
             sent.add(t.send(0, DATA_TAG, genuine().neg()));
             Thread.sleep(100);
         }
-        Thread.sleep(1000);
+        // Open until the victim has dropped its HELLOs (its transport may start seconds after this one).
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (!Files.exists(dropsSeen()) && System.nanoTime() < deadline) {
+            Thread.sleep(50);
+        }
         // The victim never acknowledges this transport's HELLO, so nothing may have left; close fails the sends.
         long handed = sent.stream().filter(f -> f.isDone() && !f.isCompletedExceptionally()).count();
         System.out.println("VERDICT intruder done: " + handed + " of 5 poison arrays handed to the wire");

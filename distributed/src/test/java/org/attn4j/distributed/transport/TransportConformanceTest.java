@@ -458,7 +458,9 @@ class TransportConformanceTest {
                 assertTrue(t.getMessage().contains("peer rank 1"), t.getMessage());
             }
             long waitedMs = (System.nanoTime() - start) / 1_000_000;
-            assertTrue(waitedMs < SHORT.toMillis() + 1000, "noticed after " + waitedMs + " ms");
+            // By then at the latest: a receive waits the timeout and a heartbeat (Aeron), plus room for a loaded
+            // machine's threads to wake.
+            assertTrue(waitedMs < SHORT.toMillis() + 2000, "noticed after " + waitedMs + " ms");
             // Once noticed (Aeron: by silence, at most the timeout after the death), calls on the dead peer fail at
             // once.
             if (c.onWire()) {
