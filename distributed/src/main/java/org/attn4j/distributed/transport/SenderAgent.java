@@ -164,6 +164,8 @@ final class SenderAgent implements Agent {
     /** A message taken from the inbox whose link was busy; offered first on the next cycle. Progress thread only. */
     private Outgoing heldOver;
     private final CountDownLatch goodbyeDone = new CountDownLatch(1);
+    /** Counted down once the progress thread has taken up the goodbye (or closed). */
+    private final CountDownLatch goodbyeStarted = new CountDownLatch(1);
     private final AtomicLong refusedOffers = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
     private final AtomicLong singleCopies = new AtomicLong();
@@ -421,12 +423,15 @@ final class SenderAgent implements Agent {
     /**
      * Asks the sender thread to fail what is queued, tell every connected peer goodbye, and wait until the
      * goodbyes have left (the driver's sender position passed them) and the peers released the single-copy arrays
-     * they may still read; waits at most {@code wait}.
+     * they may still read; waits at most {@code wait} once the sender thread has taken the request up, and at most
+     * the transport's timeout for that (a thread kept off the cores of a loaded machine).
      */
     void goodbye(Thread progressThread, Duration wait) throws InterruptedException {
         goodbyeRequested = true;
         LockSupport.unpark(progressThread);
-        goodbyeDone.await(wait.toNanos(), TimeUnit.NANOSECONDS);
+        if (goodbyeStarted.await(timeoutNs, TimeUnit.NANOSECONDS)) {
+            goodbyeDone.await(wait.toNanos(), TimeUnit.NANOSECONDS);
+        }
     }
 
     /** Sends nothing, heartbeats included, until {@code untilNs} (test hook for a silent peer). */
@@ -472,6 +477,7 @@ final class SenderAgent implements Agent {
                 }
             }
         }
+        goodbyeStarted.countDown();
         goodbyeDone.countDown();
     }
 
@@ -782,6 +788,7 @@ final class SenderAgent implements Agent {
 
     private int sayGoodbye(long now) {
         if (goodbyeDeadlineNs == 0) {
+            goodbyeStarted.countDown();
             goodbyeDeadlineNs = now + Math.min(timeoutNs, Duration.ofSeconds(1).toNanos());
             failUnsent("closed");
             failHeldOver("closed");

@@ -233,6 +233,28 @@ class AeronTransportTest {
     }
 
     /**
+     * A transport closed while its thread cannot run (here: silenced, as on a machine whose cores are taken) still
+     * tells its peers goodbye once the thread runs again: over UDP they would otherwise learn of it only after the
+     * timeout of silence.
+     */
+    @Test
+    @Timeout(30)
+    void aCloseWhileItsThreadIsHeldUpStillSaysGoodbye() throws Exception {
+        try (TestCluster c = TestCluster.start(Kind.AERON_UDP, 2, Duration.ofSeconds(10))) {
+            c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
+            get(c.rank(1).receive(0, 1));
+            c.aeron(0).silence(Duration.ofMillis(2500));
+            long start = System.nanoTime();
+            c.rank(0).close();
+            Throwable t = failure(c.rank(1).receive(0, 2));
+            long waitedMs = (System.nanoTime() - start) / 1_000_000;
+            PeerFailedException e = assertInstanceOf(PeerFailedException.class, t, () -> String.valueOf(t));
+            assertTrue(e.peerClosed(), e.getMessage());
+            assertTrue(waitedMs < 8000, "learnt of the close after " + waitedMs + " ms");
+        }
+    }
+
+    /**
      * A receive or a send about to time out on a peer that fell silent names the peer failed, not timed out, even
      * when the receiving thread (whose liveness check would say so) has not looked: here it is stalled.
      */
