@@ -262,30 +262,20 @@ class AeronTransportTest {
     @EnumSource(value = Kind.class, names = {"AERON_IPC", "AERON_UDP", "AERON_TCP"})
     @Timeout(30)
     void aCallAboutToTimeOutOnASilentPeerNamesItFailed(Kind kind) throws Exception {
-        Duration timeout = Duration.ofMillis(1500);
-        try (TestCluster c = TestCluster.start(kind, 2, timeout)) {
-            c.rank(1).send(0, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
-            get(c.rank(0).receive(1, 1));
-            c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
-            get(c.rank(1).receive(0, 1));
-            Duration silence = Duration.ofMillis(8000);
-            c.aeron(1).silence(silence);
-            c.stallReceiver(0, silence);
-            Throwable received = failure(c.rank(0).receive(1, 2));
-            assertInstanceOf(PeerFailedException.class, received, () -> String.valueOf(received));
-            assertTrue(received.getMessage().contains("silent for"), received.getMessage());
-        }
-        try (TestCluster c = TestCluster.start(kind, 2, timeout)) {
-            c.rank(1).send(0, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
-            get(c.rank(0).receive(1, 1));
-            c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
-            get(c.rank(1).receive(0, 1));
-            Duration silence = Duration.ofMillis(8000);
-            c.aeron(1).silence(silence);
-            c.stallReceiver(0, silence);
-            Throwable sent = failure(c.rank(0).send(1, 2, pattern(DataType.FLOAT, new long[] {8 << 20}, 2)));
-            assertInstanceOf(PeerFailedException.class, sent, () -> String.valueOf(sent));
-            assertTrue(sent.getMessage().contains("silent for"), sent.getMessage());
+        for (String call : List.of("receive", "send")) {
+            try (TestCluster c = TestCluster.start(kind, 2, Duration.ofMillis(1500))) {
+                c.rank(1).send(0, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
+                get(c.rank(0).receive(1, 1));
+                c.rank(0).send(1, 1, pattern(DataType.FLOAT, new long[] {4}, 1));
+                get(c.rank(1).receive(0, 1));
+                Duration silence = Duration.ofMillis(8000);
+                c.aeron(1).silence(silence);
+                c.stallReceiver(0, silence);
+                Throwable t = failure(call.equals("receive") ? c.rank(0).receive(1, 2)
+                        : c.rank(0).send(1, 2, pattern(DataType.FLOAT, new long[] {8 << 20}, 2)));
+                assertInstanceOf(PeerFailedException.class, t, () -> call + ": " + t);
+                assertTrue(t.getMessage().contains("silent for"), call + ": " + t.getMessage());
+            }
         }
     }
 
