@@ -120,6 +120,14 @@ class TransportBenchCommandTest {
         } else {
             assertTrue(run.out().contains("iperf3 is not installed"), run.out());
         }
+        if (onPath("gcc")) {
+            // The bare ring ran each kind at the size, and its results checked out (it exits non-zero otherwise).
+            for (String kind : List.of("bare-allgather", "bare-reducescatter", "bare-crc-allgather",
+                    "bare-crc-reducescatter")) {
+                assertTrue(csv.stream().anyMatch(l -> l.startsWith("bare-ring," + kind + ",2,65536,")), all);
+            }
+            assertTrue(md.contains("The bare ring across the same namespaces"), md);
+        }
     }
 
     @Test

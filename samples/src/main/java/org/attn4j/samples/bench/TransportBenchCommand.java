@@ -116,7 +116,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     @Option(names = "--namespaces", paramLabel = "HOSTS", defaultValue = "0",
             description = "Also run the ring collectives across HOSTS network namespaces on a bridge (one "
                     + "worker each, no rate limit; needs root), beside iperf3's TCP throughput between two of them "
-                    + "when iperf3 is installed (default: ${DEFAULT-VALUE}: off).")
+                    + "when iperf3 is installed, and a bare ring in C over TCP (the floor under any ring there) when "
+                    + "gcc is (default: ${DEFAULT-VALUE}: off).")
     int namespaces;
 
     @Option(names = "--link-mtu", paramLabel = "BYTES", defaultValue = "0",
@@ -323,12 +324,112 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 rows.add(new Row("iperf3", 2, 0, Double.NaN, iperf.get(0), Double.NaN, Double.NaN));
                 rows.add(new Row("iperf3-ring", namespaces, 0, Double.NaN, iperf.get(1), Double.NaN, Double.NaN));
             }
+            rows.addAll(bareRing(cluster, sizes, log));
             if (compareMpi != null) {
                 mpi.addAll(MpiRow.acrossNamespaces(compareMpi, cluster, log));
             }
         }
         log.flush();
         return rows;
+    }
+
+    /** The bare ring's program, once compiled in this run; null before. */
+    private Path bareRing;
+
+    /**
+     * The bare ring ({@code bare-ring.c}, built here with gcc) across the cluster at every size: all-gather and
+     * reduce-scatter, without and with a CRC32C of every slice at both ends, as rows of kind {@code bare-allgather},
+     * {@code bare-reducescatter}, {@code bare-crc-allgather}, {@code bare-crc-reducescatter}: the floor under any
+     * ring on these links and cores. Empty without gcc.
+     */
+    private List<Row> bareRing(NamespaceCluster cluster, List<Long> sizes, PrintWriter log)
+            throws IOException, InterruptedException {
+        if (bareRing == null) {
+            Path dir = Files.createTempDirectory("attn4j-bare-ring");
+            dir.toFile().deleteOnExit();
+            Path source = dir.resolve("bare-ring.c");
+            try (var in = TransportBenchCommand.class.getResourceAsStream("bare-ring.c")) {
+                Files.copy(in, source);
+            }
+            source.toFile().deleteOnExit();
+            Path binary = dir.resolve("bare-ring");
+            Process cc;
+            try {
+                cc = new ProcessBuilder("gcc", "-O2", "-march=native", "-o", binary.toString(), source.toString())
+                        .redirectErrorStream(true).start();
+            } catch (IOException e) {
+                log.println("gcc is not installed: no bare ring beside the workers (" + e.getMessage() + ")");
+                return List.of();
+            }
+            String output = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (cc.waitFor() != 0) {
+                log.println("gcc could not build the bare ring, so it is left out:\n" + output);
+                return List.of();
+            }
+            binary.toFile().deleteOnExit();
+            bareRing = binary;
+        }
+        int p = cluster.hosts();
+        List<Row> rows = new ArrayList<>();
+        for (long size : sizes) {
+            if (size % (4L * p) != 0) {
+                continue;                                  // whole float32 blocks only
+            }
+            for (boolean crc : new boolean[] {false, true}) {
+                for (String op : List.of("allgather", "reducescatter")) {
+                    double us = bareRingRun(cluster, size, op.equals("allgather") ? 0 : 1, crc) * 1e6;
+                    double gbps = size / us / 1e3;
+                    rows.add(new Row("bare-" + (crc ? "crc-" : "") + op, p, size, us, gbps, gbps * (p - 1) / p,
+                            Double.NaN));
+                }
+            }
+        }
+        return rows;
+    }
+
+    private static final int BARE_RING_PORT = 29531;
+
+    /** One run of the bare ring on every host: the median over {@link #repeats} calls of the slowest host's time, s. */
+    private double bareRingRun(NamespaceCluster cluster, long size, int mode, boolean crc)
+            throws IOException, InterruptedException {
+        int p = cluster.hosts();
+        List<Process> ranks = new ArrayList<>();
+        List<CompletableFuture<String>> outputs = new ArrayList<>();
+        try {
+            for (int i = 0; i < p; i++) {
+                List<String> cmd = new ArrayList<>(cluster.prefix(i));
+                cmd.addAll(List.of(bareRing.toString(), Integer.toString(p), Integer.toString(i), Long.toString(size),
+                        Integer.toString(mode), crc ? "1" : "0", Integer.toString(repeats),
+                        cluster.address((i + 1) % p), Integer.toString(BARE_RING_PORT)));
+                Process rank = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+                ranks.add(rank);
+                outputs.add(CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return new String(rank.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                    } catch (IOException e) {
+                        throw new UncheckedIOException(e);
+                    }
+                }));
+            }
+            double[] slowest = new double[repeats];
+            for (int i = 0; i < p; i++) {
+                if (!ranks.get(i).waitFor(5, java.util.concurrent.TimeUnit.MINUTES)) {
+                    throw new IllegalStateException("bench transport: the bare ring did not finish in 5 minutes");
+                }
+                String output = outputs.get(i).join();
+                if (ranks.get(i).exitValue() != 0 || !output.startsWith("TIMES ")) {
+                    throw new IllegalStateException("bench transport: the bare ring failed on host " + i + ": "
+                            + output.strip());
+                }
+                String[] t = output.strip().substring("TIMES ".length()).split(" ");
+                for (int r = 0; r < repeats; r++) {
+                    slowest[r] = Math.max(slowest[r], Double.parseDouble(t[r]));
+                }
+            }
+            return GemmRate.median(slowest);
+        } finally {
+            ranks.forEach(Process::destroyForcibly);
+        }
     }
 
     /**
@@ -459,8 +560,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     private String csvLines(List<Row> rows, List<MpiRow> mpi) {
         StringBuilder b = new StringBuilder();
         for (Row r : rows) {
-            String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("ns-") ? "attn4j-" + network
-                    : "attn4j-" + path;
+            String source = r.kind().startsWith("iperf3") ? "iperf3" : r.kind().startsWith("bare-") ? "bare-ring"
+                    : r.kind().startsWith("ns-") ? "attn4j-" + network : "attn4j-" + path;
             b.append(String.format(Locale.ROOT, "%s,%s,%d,%d,%s,%.4f,%s,%s%n", source, r.kind(), r.workers(),
                     r.bytes(), optional(r.medianUs(), "%.3f"), r.gbps(), optional(r.busGbps(), "%.4f"),
                     optional(r.p99Us(), "%.3f")));
@@ -648,6 +749,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     b.append('\n');
                 }
             }
+            bareRingTable(b, rows, ring);
         }
         Optional<Row> p2p = rows.stream().filter(r -> r.kind().equals("p2p-bandwidth") && r.bytes() == P2P_SIZE)
                 .findFirst();
@@ -655,6 +757,39 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 + "%.2f GB/s %s.%n%n", r.gbps(), path.equals("ipc") ? "over IPC" : "over " + path.toUpperCase(Locale.ROOT) + " loopback")).orElse(""));
         b.append("![transport](").append(PNG).append(")\n");
         return b.toString();
+    }
+
+    /** The bare ring's rows beside iperf3's ring, if it ran. */
+    private static void bareRingTable(StringBuilder b, List<Row> rows, Optional<Row> ring) {
+        if (rows.stream().noneMatch(r -> r.kind().startsWith("bare-"))) {
+            return;
+        }
+        b.append("\nThe bare ring across the same namespaces: a ring in C over TCP with no transport around it (one thread "
+                + "per host polling its two sockets, slices of 1 MiB forwarded as they arrive, received straight into "
+                + "the output or added into the partial sums, no framing; `bare-ring.c` beside this benchmark's "
+                + "code, built here with gcc), alone and with a CRC32C of every slice at both ends as the transport "
+                + "checks them. It shows how much of iperf3's throughput a ring can keep on these cores once it "
+                + "touches its arrays: the floor under any ring implementation here, attn4j's included:\n\n")
+                .append("| workers | size | all-gather bus bandwidth | with CRC32C | reduce-scatter bus bandwidth "
+                        + "| with CRC32C |" + (ring.isPresent() ? " / iperf3 ring (the four columns) |" : "")
+                        + "\n|---:|---:|---:|---:|---:|---:|" + (ring.isPresent() ? "---:|" : "") + "\n");
+        for (Row r : rows) {
+            if (r.kind().equals("bare-allgather")) {
+                double[] bus = new double[4];
+                String[] kinds = {"bare-allgather", "bare-crc-allgather", "bare-reducescatter",
+                        "bare-crc-reducescatter"};
+                for (int k = 0; k < 4; k++) {
+                    String kind = kinds[k];
+                    bus[k] = rows.stream().filter(x -> x.kind().equals(kind) && x.bytes() == r.bytes())
+                            .mapToDouble(Row::busGbps).findFirst().orElse(Double.NaN);
+                }
+                b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s | %.3f GB/s | %.3f GB/s | %.3f GB/s |",
+                        r.workers(), size(r.bytes()), bus[0], bus[1], bus[2], bus[3]));
+                ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f, %.2f, %.2f, %.2f |",
+                        bus[0] / i.gbps(), bus[1] / i.gbps(), bus[2] / i.gbps(), bus[3] / i.gbps())));
+                b.append('\n');
+            }
+        }
     }
 
     /** How the rounds were run and summed up, for the method paragraph; empty for one round. */
@@ -669,8 +804,12 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (rows.stream().anyMatch(r -> r.kind().startsWith("iperf3"))) {
             others.add("iperf3's");
         }
+        if (rows.stream().anyMatch(r -> r.kind().startsWith("bare-"))) {
+            others.add("the bare ring's");
+        }
         return " The whole measurement ran " + rounds + " times" + (others.isEmpty() ? ""
-                : ", attn4j's runs alternating with " + String.join(" and ", others)) + "; every figure below is its "
+                : ", attn4j's runs alternating with " + (others.size() < 3 ? String.join(" and ", others)
+                : String.join(", ", others.subList(0, others.size() - 1)) + " and " + others.get(others.size() - 1))) + "; every figure below is its "
                 + "median over the " + rounds + " rounds, and each ratio is of those medians (each round's figures: "
                 + ROUNDS_CSV + ").";
     }
