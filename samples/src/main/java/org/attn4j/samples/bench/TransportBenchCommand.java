@@ -116,8 +116,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     @Option(names = "--namespaces", paramLabel = "HOSTS", defaultValue = "0",
             description = "Also run the ring collectives across HOSTS network namespaces on a bridge (one "
                     + "worker each, no rate limit; needs root), beside iperf3's TCP throughput between two of them "
-                    + "when iperf3 is installed, and a bare ring in C over TCP (the floor under any ring there) when "
-                    + "gcc is (default: ${DEFAULT-VALUE}: off).")
+                    + "when iperf3 is installed, and a bare ring in C over TCP (how fast a ring with nothing around "
+                    + "it goes there) when gcc is (default: ${DEFAULT-VALUE}: off).")
     int namespaces;
 
     @Option(names = "--link-mtu", paramLabel = "BYTES", defaultValue = "0",
@@ -339,8 +339,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
     /**
      * The bare ring ({@code bare-ring.c}, built here with gcc) across the cluster at every size: all-gather and
      * reduce-scatter, without and with a CRC32C of every slice at both ends, as rows of kind {@code bare-allgather},
-     * {@code bare-reducescatter}, {@code bare-crc-allgather}, {@code bare-crc-reducescatter}: the floor under any
-     * ring on these links and cores. Empty without gcc.
+     * {@code bare-reducescatter}, {@code bare-crc-allgather}, {@code bare-crc-reducescatter}: how fast a ring
+     * with nothing around it goes on these links and cores, against which to see what the transport's own work
+     * costs. Empty without gcc.
      */
     private List<Row> bareRing(NamespaceCluster cluster, List<Long> sizes, PrintWriter log)
             throws IOException, InterruptedException {
@@ -768,8 +769,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 + "per host polling its two sockets, slices of 1 MiB forwarded as they arrive, received straight into "
                 + "the output or added into the partial sums, no framing; `bare-ring.c` beside this benchmark's "
                 + "code, built here with gcc), alone and with a CRC32C of every slice at both ends as the transport "
-                + "checks them. It shows how much of iperf3's throughput a ring can keep on these cores once it "
-                + "touches its arrays: the floor under any ring implementation here, attn4j's included:\n\n")
+                + "checks them. It shows how much of iperf3's throughput a ring keeps on these cores once it reads "
+                + "and writes its arrays, before any transport adds its own work:\n\n")
                 .append("| workers | size | all-gather bus bandwidth | with CRC32C | reduce-scatter bus bandwidth "
                         + "| with CRC32C |" + (ring.isPresent() ? " / iperf3 ring (the four columns) |" : "")
                         + "\n|---:|---:|---:|---:|---:|---:|" + (ring.isPresent() ? "---:|" : "") + "\n");

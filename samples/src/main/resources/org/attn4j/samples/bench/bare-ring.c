@@ -1,6 +1,6 @@
 /*
- * A bare ring all-gather or sum reduce-scatter of float32 over TCP, the floor under any ring implementation on a
- * machine: one thread per rank polls its two sockets (to the next rank, from the previous one), slices of 1 MiB
+ * A bare ring all-gather or sum reduce-scatter of float32 over TCP: how fast a ring with nothing around it goes
+ * on a machine's links and cores, against which to see what a transport's own work costs. One thread per rank polls its two sockets (to the next rank, from the previous one), slices of 1 MiB
  * are forwarded as soon as they have arrived, the all-gather receives straight into its output and the
  * reduce-scatter adds each slice into its partial sums as it arrives. No framing, no tags, no failure handling;
  * with crc = 1 a CRC32C of every slice is computed before it is sent and after it is received (the transport's
