@@ -765,12 +765,12 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (rows.stream().noneMatch(r -> r.kind().startsWith("bare-"))) {
             return;
         }
-        b.append("\nThe bare ring across the same namespaces: a ring in C over TCP with no transport around it (one thread "
-                + "per host polling its two sockets, slices of 1 MiB forwarded as they arrive, received straight into "
-                + "the output or added into the partial sums, no framing; `bare-ring.c` beside this benchmark's "
-                + "code, built here with gcc), alone and with a CRC32C of every slice at both ends as the transport "
-                + "checks them. It shows how much of iperf3's throughput a ring keeps on these cores once it reads "
-                + "and writes its arrays, before any transport adds its own work:\n\n")
+        b.append("\nThe bare ring across the same namespaces: a ring in C over TCP with no transport around it (one "
+                + "thread per host polling its two sockets, slices of 1 MiB forwarded as they arrive, received "
+                + "straight into the output or added into the partial sums, no framing; `bare-ring.c` beside this "
+                + "benchmark's code, built here with gcc), alone and with a CRC32C of every slice at both ends as the "
+                + "transport checks them. It shows how much of iperf3's throughput a ring keeps on these cores once "
+                + "it reads and writes its arrays, before any transport adds its own work:\n\n")
                 .append("| workers | size | all-gather bus bandwidth | with CRC32C | reduce-scatter bus bandwidth "
                         + "| with CRC32C |" + (ring.isPresent() ? " / iperf3 ring (the four columns) |" : "")
                         + "\n|---:|---:|---:|---:|---:|---:|" + (ring.isPresent() ? "---:|" : "") + "\n");
@@ -808,9 +808,10 @@ public final class TransportBenchCommand implements Callable<Integer> {
         if (rows.stream().anyMatch(r -> r.kind().startsWith("bare-"))) {
             others.add("the bare ring's");
         }
+        String alternating = others.size() < 3 ? String.join(" and ", others)
+                : String.join(", ", others.subList(0, others.size() - 1)) + " and " + others.get(others.size() - 1);
         return " The whole measurement ran " + rounds + " times" + (others.isEmpty() ? ""
-                : ", attn4j's runs alternating with " + (others.size() < 3 ? String.join(" and ", others)
-                : String.join(", ", others.subList(0, others.size() - 1)) + " and " + others.get(others.size() - 1))) + "; every figure below is its "
+                : ", attn4j's runs alternating with " + alternating) + "; every figure below is its "
                 + "median over the " + rounds + " rounds, and each ratio is of those medians (each round's figures: "
                 + ROUNDS_CSV + ").";
     }

@@ -1,10 +1,11 @@
 /*
  * A bare ring all-gather or sum reduce-scatter of float32 over TCP: how fast a ring with nothing around it goes
- * on a machine's links and cores, against which to see what a transport's own work costs. One thread per rank polls its two sockets (to the next rank, from the previous one), slices of 1 MiB
- * are forwarded as soon as they have arrived, the all-gather receives straight into its output and the
- * reduce-scatter adds each slice into its partial sums as it arrives. No framing, no tags, no failure handling;
- * with crc = 1 a CRC32C of every slice is computed before it is sent and after it is received (the transport's
- * integrity check), without being sent. Run by `attn4j bench transport --namespaces` beside iperf3.
+ * on a machine's links and cores, against which to see what a transport's own work costs. One thread per rank
+ * polls its two sockets (to the next rank, from the previous one), slices of 1 MiB are forwarded as soon as they
+ * have arrived, the all-gather receives straight into its output and the reduce-scatter adds each slice into its
+ * partial sums as it arrives. No framing, no tags, no failure handling beyond giving up; with CRC = 1 a CRC32C of
+ * every slice is computed before it is sent and after it is received (the transport's integrity check), without
+ * being sent. Run by `attn4j bench transport --namespaces` beside iperf3.
  *
  * usage: bare-ring P RANK BYTES MODE CRC ITERATIONS NEXT_ADDRESS PORT
  *   MODE 0: all-gather of BYTES (the whole output), 1: reduce-scatter of BYTES (the whole input)
