@@ -760,6 +760,10 @@ public final class TransportBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
+    /** The bare ring's kinds in the order of its table's columns. */
+    private static final List<String> BARE_TABLE_KINDS = List.of("bare-allgather", "bare-crc-allgather",
+            "bare-reducescatter", "bare-crc-reducescatter");
+
     /** The bare ring's rows beside iperf3's ring, if it ran. */
     private static void bareRingTable(StringBuilder b, List<Row> rows, Optional<Row> ring) {
         if (rows.stream().noneMatch(r -> r.kind().startsWith("bare-"))) {
@@ -776,14 +780,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
                         + "\n|---:|---:|---:|---:|---:|---:|" + (ring.isPresent() ? "---:|" : "") + "\n");
         for (Row r : rows) {
             if (r.kind().equals("bare-allgather")) {
-                double[] bus = new double[4];
-                String[] kinds = {"bare-allgather", "bare-crc-allgather", "bare-reducescatter",
-                        "bare-crc-reducescatter"};
-                for (int k = 0; k < 4; k++) {
-                    String kind = kinds[k];
-                    bus[k] = rows.stream().filter(x -> x.kind().equals(kind) && x.bytes() == r.bytes())
-                            .mapToDouble(Row::busGbps).findFirst().orElse(Double.NaN);
-                }
+                double[] bus = BARE_TABLE_KINDS.stream().mapToDouble(kind -> rows.stream()
+                        .filter(x -> x.kind().equals(kind) && x.bytes() == r.bytes())
+                        .mapToDouble(Row::busGbps).findFirst().orElse(Double.NaN)).toArray();
                 b.append(String.format(Locale.ROOT, "| %d | %s | %.3f GB/s | %.3f GB/s | %.3f GB/s | %.3f GB/s |",
                         r.workers(), size(r.bytes()), bus[0], bus[1], bus[2], bus[3]));
                 ring.ifPresent(i -> b.append(String.format(Locale.ROOT, " %.2f, %.2f, %.2f, %.2f |",
